@@ -1,0 +1,71 @@
+/**
+ * Every setting of the service, typed, read from the environment once at start-up.
+ * The README's configuration table lists each variable with its default.
+ */
+import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+
+export type NodeEnv = "development" | "test" | "production"
+
+export interface AppConfigShape {
+  readonly nodeEnv: NodeEnv
+  /** `postgres://…` — when absent the service runs embedded PostgreSQL (PGlite). */
+  readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
+  readonly databaseMaxConnections: number
+  /** Where generated local secrets and the embedded database live. */
+  readonly dataDir: string
+  /** Embedded database directory, or `memory://` for a throw-away database. */
+  readonly pgliteDataDir: string
+  /** Base64 (or hex) 32-byte master key that wraps per-subject data keys. */
+  readonly dataEncryptionKey: Option.Option<Redacted.Redacted<string>>
+  /** Identifies this process in leases (`owner`). */
+  readonly instanceId: string
+}
+
+export class AppConfig extends Context.Tag("AppConfig")<AppConfig, AppConfigShape>() {}
+
+const nodeEnv = Config.literal(
+  "development",
+  "test",
+  "production"
+)("NODE_ENV").pipe(Config.withDefault("development" as const))
+
+export const appConfig: Config.Config<AppConfigShape> = Config.all({
+  nodeEnv,
+  databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
+  databaseMaxConnections: Config.integer("DATABASE_MAX_CONNECTIONS").pipe(
+    Config.withDefault(10),
+    Config.validate({ message: "must be between 1 and 1000", validation: (n) => n >= 1 && n <= 1000 })
+  ),
+  dataDir: Config.string("DATA_DIR").pipe(Config.withDefault(".data")),
+  pgliteDataDir: Config.option(Config.string("PGLITE_DATA_DIR")),
+  dataEncryptionKey: Config.option(Config.redacted("DATA_ENCRYPTION_KEY")),
+  instanceId: Config.option(Config.string("INSTANCE_ID"))
+}).pipe(
+  Config.map((c) => ({
+    ...c,
+    databaseUrl: Option.filter(c.databaseUrl, (url) => Redacted.value(url).trim() !== ""),
+    pgliteDataDir: Option.getOrElse(c.pgliteDataDir, () => `${c.dataDir}/pglite`),
+    instanceId: Option.getOrElse(
+      c.instanceId,
+      () => `${process.pid}-${Math.random().toString(36).slice(2, 8)}`
+    )
+  }))
+)
+
+export const AppConfigLive = Layer.effect(AppConfig, appConfig)
+
+/** A config for tests and scripts, without reading the environment. */
+export const makeAppConfig = (overrides: Partial<AppConfigShape> = {}): AppConfigShape => ({
+  nodeEnv: "test",
+  databaseUrl: Option.none(),
+  databaseMaxConnections: 10,
+  dataDir: ".data",
+  pgliteDataDir: "memory://",
+  dataEncryptionKey: Option.none(),
+  instanceId: `test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
+  ...overrides
+})
+
+export const isMemoryDataDir = (dir: string): boolean => dir.startsWith("memory://")
+
+export const currentConfig = Effect.map(AppConfig, (c) => c)

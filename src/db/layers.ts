@@ -1,0 +1,25 @@
+/** Composition of the persistence stack: database → migrations → event store services. */
+import { Effect, Layer } from "effect"
+import { AppendSignalLive } from "../eventstore/AppendSignal.js"
+import { EventStoreLive } from "../eventstore/EventStore.js"
+import { KeyringLive } from "../eventstore/Keyring.js"
+import { DatabaseLive } from "./Database.js"
+import { migrate } from "./Migrations.js"
+
+/** Applies pending migrations when built (start-up). */
+export const MigrationsLive = Layer.effectDiscard(
+  Effect.flatMap(migrate(), (report) =>
+    report.applied.length > 0 ? Effect.logInfo(`database schema at migration ${report.current}`) : Effect.void
+  )
+)
+
+/** Event store services over an already-migrated database. */
+export const EventStoreServicesLive = EventStoreLive.pipe(
+  Layer.provideMerge(Layer.merge(KeyringLive, AppendSignalLive))
+)
+
+/** Database, migrated, with the event store on top. Requires `AppConfig`. */
+export const PersistenceLive = EventStoreServicesLive.pipe(
+  Layer.provideMerge(MigrationsLive),
+  Layer.provideMerge(DatabaseLive)
+)

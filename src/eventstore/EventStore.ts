@@ -1,0 +1,371 @@
+/**
+ * The append-only event store: `append` with an expected version in one statement round trip,
+ * `readStream`, and the gap-safe global `readAll` ordered and checkpointed by (xid, position).
+ */
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Clock, Context, Effect, Layer, Option, Schedule } from "effect"
+import { uuidv7FromMillis } from "../kernel/Uuid.js"
+import { AppendSignal } from "./AppendSignal.js"
+import type { Checkpoint } from "./Checkpoint.js"
+import { type AnyEventType, encodeEventData, isShredded } from "./EventType.js"
+import {
+  type AppendError,
+  DuplicateEvent,
+  InvalidStreamId,
+  StreamNotFound,
+  StreamOrderingConflict,
+  WrongExpectedVersion
+} from "./errors.js"
+import { type Envelope, isEnvelope, Keyring } from "./Keyring.js"
+
+/** `n` (0 = the stream must not exist yet), `"no_stream"`, or `"any"`. */
+export type ExpectedVersion = number | "no_stream" | "any"
+
+export interface Actor {
+  readonly type: "user" | "api_key" | "oauth_client" | "system"
+  readonly id: string
+}
+
+/** Carried by every event: who caused it, in answer to what. */
+export interface EventMetadata {
+  readonly correlationId?: string
+  readonly causationId?: string
+  readonly actor?: Actor
+  readonly requestId?: string
+  readonly traceparent?: string
+  readonly [key: string]: unknown
+}
+
+export interface NewEvent {
+  readonly eventType: AnyEventType
+  readonly data: unknown
+  /** A deterministic id makes a retried append a `DuplicateEvent` instead of a second event. */
+  readonly id?: string
+}
+
+export const newEvent = <A>(
+  eventType: AnyEventType & { readonly make: (data: A) => unknown },
+  data: A,
+  id?: string
+): NewEvent => (id === undefined ? { eventType, data } : { eventType, data, id })
+
+export interface AppendInput {
+  readonly streamId: string
+  readonly streamType: string
+  readonly expectedVersion: ExpectedVersion
+  readonly events: ReadonlyArray<NewEvent>
+  readonly metadata?: EventMetadata
+}
+
+export interface AppendResult {
+  readonly streamId: string
+  /** The stream version after the append (= version of its last event). */
+  readonly version: number
+  readonly firstPosition: number
+  readonly lastPosition: number
+  readonly transactionId: string
+  readonly eventIds: ReadonlyArray<string>
+  readonly recordedAt: Date
+}
+
+/** An event as stored, personal fields decrypted (or `Shredded`), not yet upcast. */
+export interface StoredEvent {
+  readonly globalPosition: number
+  readonly transactionId: string
+  readonly streamId: string
+  readonly streamVersion: number
+  readonly eventId: string
+  readonly type: string
+  readonly schemaVersion: number
+  readonly data: unknown
+  readonly metadata: EventMetadata
+  readonly recordedAt: Date
+}
+
+export const checkpointOf = (event: Pick<StoredEvent, "transactionId" | "globalPosition">): Checkpoint => ({
+  xid: event.transactionId,
+  position: event.globalPosition
+})
+
+export interface ReadAllOptions {
+  readonly after: Checkpoint
+  readonly limit: number
+  readonly eventTypes?: ReadonlyArray<string>
+  readonly streamId?: string
+}
+
+export interface ReadAllResult {
+  readonly events: ReadonlyArray<StoredEvent>
+  /** Checkpoint after the last returned event (unchanged when nothing was returned). */
+  readonly checkpoint: Checkpoint
+}
+
+export interface StreamInfo {
+  readonly streamId: string
+  readonly streamType: string
+  readonly version: number
+  readonly createdAt: Date
+  readonly updatedAt: Date
+}
+
+export interface EventStoreShape {
+  /**
+   * Appends events. Inside a caller's transaction it joins it (the caller retries
+   * `StreamOrderingConflict` and signals after commit); on its own it runs in its own transaction,
+   * retries ordering conflicts, and wakes local processors after commit.
+   */
+  readonly append: (input: AppendInput) => Effect.Effect<AppendResult, AppendError | SqlError>
+  readonly readStream: (
+    streamId: string,
+    options?: { readonly fromVersion?: number }
+  ) => Effect.Effect<ReadonlyArray<StoredEvent>, StreamNotFound | SqlError>
+  readonly readAll: (options: ReadAllOptions) => Effect.Effect<ReadAllResult, SqlError>
+  readonly streamInfo: (streamId: string) => Effect.Effect<Option.Option<StreamInfo>, SqlError>
+  /** The newest committed position that every reader can already see. */
+  readonly head: Effect.Effect<
+    { readonly position: number; readonly recordedAt: Option.Option<Date> },
+    SqlError
+  >
+  /**
+   * Crypto-shreds a data subject: its key is destroyed, its personal fields read back as `Shredded`
+   * forever, and public-event snapshots about it are reduced to their id.
+   */
+  readonly forgetSubject: (subjectId: string) => Effect.Effect<boolean, SqlError>
+}
+
+export class EventStore extends Context.Tag("EventStore")<EventStore, EventStoreShape>() {}
+
+interface EventRow {
+  readonly globalPosition: number
+  readonly transactionId: string
+  readonly streamId: string
+  readonly streamVersion: number
+  readonly eventId: string
+  readonly type: string
+  readonly schemaVersion: number
+  readonly data: unknown
+  readonly metadata: EventMetadata
+  readonly recordedAt: Date
+}
+
+interface AppendRow {
+  readonly outcome: "ok" | "wrong_expected_version" | "ordering_conflict"
+  readonly streamVersion: number | null
+  readonly firstPosition: number | null
+  readonly lastPosition: number | null
+  readonly transactionId: string
+}
+
+const MAX_STREAM_ID_LENGTH = 200
+const STREAM_ID = /^[\x21-\x7e]+$/
+
+const validateStreamId = (streamId: string) =>
+  streamId.length === 0 || streamId.length > MAX_STREAM_ID_LENGTH || !STREAM_ID.test(streamId)
+    ? Effect.fail(
+        new InvalidStreamId({
+          streamId,
+          message: `a stream id is 1-${MAX_STREAM_ID_LENGTH} printable ASCII characters without spaces`
+        })
+      )
+    : Effect.void
+
+const expectedParam = (expected: ExpectedVersion): number | null =>
+  expected === "any" ? null : expected === "no_stream" ? -1 : expected
+
+const isUniqueViolation = (error: SqlError, constraint: string): boolean => {
+  const cause = error.cause as { code?: unknown; constraint?: unknown } | undefined
+  return cause?.code === "23505" && cause.constraint === constraint
+}
+
+const EVENT_COLUMNS = `global_position AS "globalPosition", transaction_id::text AS "transactionId",
+  stream_id AS "streamId", stream_version AS "streamVersion", event_id::text AS "eventId",
+  event_type AS "type", schema_version AS "schemaVersion", data, metadata, recorded_at AS "recordedAt"`
+
+export const makeEventStore = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const keyring = yield* Keyring
+  const signal = yield* AppendSignal
+  const columns = sql.literal(EVENT_COLUMNS)
+
+  /** Decrypts the personal fields of a batch of rows with one key lookup. */
+  const decrypt = (rows: ReadonlyArray<EventRow>): Effect.Effect<ReadonlyArray<StoredEvent>, SqlError> => {
+    const found: Array<{ row: number; key: string; envelope: Envelope }> = []
+    rows.forEach((r, i) => {
+      const data = r.data
+      if (typeof data !== "object" || data === null || Array.isArray(data)) return
+      for (const [key, value] of Object.entries(data))
+        if (isEnvelope(value)) found.push({ row: i, key, envelope: value })
+    })
+    if (found.length === 0) return Effect.succeed(rows)
+    return Effect.map(keyring.open(found.map((f) => f.envelope)), (plain) => {
+      const out = rows.slice()
+      found.forEach((f, i) => {
+        const row = out[f.row]
+        if (row) out[f.row] = { ...row, data: { ...(row.data as object), [f.key]: plain[i] } }
+      })
+      return out
+    })
+  }
+
+  const encode = (input: AppendInput, recordedAt: number) =>
+    Effect.forEach(input.events, (event) =>
+      Effect.gen(function* () {
+        const encoded = yield* encodeEventData(event.eventType, event.data)
+        let data: unknown = encoded
+        const subjectOf = event.eventType.subject
+        if (
+          event.eventType.personalKeys.length > 0 &&
+          subjectOf &&
+          typeof encoded === "object" &&
+          encoded !== null
+        ) {
+          const subject = subjectOf(event.data)
+          const record: Record<string, unknown> = { ...(encoded as Record<string, unknown>) }
+          for (const key of event.eventType.personalKeys) {
+            const value = record[key]
+            if (value === undefined || isShredded(value)) continue
+            record[key] = yield* keyring.seal(subject, value)
+          }
+          data = record
+        }
+        return {
+          id: event.id ?? uuidv7FromMillis(recordedAt),
+          type: event.eventType.type,
+          schemaVersion: event.eventType.version,
+          data,
+          metadata: input.metadata ?? {}
+        }
+      })
+    )
+
+  const appendOnce = (input: AppendInput): Effect.Effect<AppendResult, AppendError | SqlError> =>
+    Effect.gen(function* () {
+      yield* validateStreamId(input.streamId)
+      if (input.events.length === 0) {
+        return yield* Effect.dieMessage("append needs at least one event")
+      }
+      const now = yield* Clock.currentTimeMillis
+      const recordedAt = new Date(now)
+      const payload = yield* encode(input, now)
+      const rows = yield* sql<AppendRow>`
+        SELECT outcome, stream_version AS "streamVersion", first_position AS "firstPosition",
+               last_position AS "lastPosition", transaction_id AS "transactionId"
+          FROM event_store.append_events(${input.streamId}, ${input.streamType},
+            ${expectedParam(input.expectedVersion)}, ${JSON.stringify(payload)}::jsonb, ${recordedAt})`.pipe(
+        Effect.catchTag(
+          "SqlError",
+          (error): Effect.Effect<never, DuplicateEvent | SqlError> =>
+            isUniqueViolation(error, "events_event_id_uq")
+              ? Effect.fail(
+                  new DuplicateEvent({
+                    streamId: input.streamId,
+                    detail: String((error.cause as Error).message)
+                  })
+                )
+              : Effect.fail(error)
+        )
+      )
+      const row = rows[0]
+      if (!row) return yield* Effect.dieMessage("append_events returned no row")
+      if (row.outcome === "wrong_expected_version") {
+        return yield* new WrongExpectedVersion({
+          streamId: input.streamId,
+          expected: input.expectedVersion,
+          actual: row.streamVersion ?? 0
+        })
+      }
+      if (row.outcome === "ordering_conflict")
+        return yield* new StreamOrderingConflict({ streamId: input.streamId })
+      return {
+        streamId: input.streamId,
+        version: row.streamVersion ?? 0,
+        firstPosition: row.firstPosition ?? 0,
+        lastPosition: row.lastPosition ?? 0,
+        transactionId: row.transactionId,
+        eventIds: payload.map((p) => p.id),
+        recordedAt
+      }
+    }).pipe(Effect.withSpan("EventStore.append", { attributes: { "stream.id": input.streamId } }))
+
+  const needsTransaction = (input: AppendInput) =>
+    input.events.some((e) => e.eventType.personalKeys.length > 0)
+
+  const store: EventStoreShape = {
+    append: (input) =>
+      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (tx) => {
+        if (Option.isSome(tx)) return appendOnce(input)
+        // Without personal data the append is a single statement: atomic on its own, one round trip.
+        const unit = needsTransaction(input) ? sql.withTransaction(appendOnce(input)) : appendOnce(input)
+        return unit.pipe(
+          Effect.retry({
+            while: (e) => e._tag === "StreamOrderingConflict",
+            schedule: Schedule.exponential("2 millis").pipe(
+              Schedule.jittered,
+              Schedule.intersect(Schedule.recurs(10))
+            )
+          }),
+          Effect.tap(() => signal.notify)
+        )
+      }),
+
+    readStream: (streamId, options) =>
+      Effect.gen(function* () {
+        const from = options?.fromVersion ?? 0
+        const rows = yield* sql<EventRow>`SELECT ${columns} FROM event_store.events
+          WHERE stream_id = ${streamId} AND stream_version > ${from} ORDER BY stream_version`
+        if (rows.length === 0) {
+          const exists = yield* sql`SELECT 1 FROM event_store.streams WHERE stream_id = ${streamId}`
+          if (exists.length === 0) return yield* new StreamNotFound({ streamId })
+          return []
+        }
+        return yield* decrypt(rows)
+      }).pipe(Effect.withSpan("EventStore.readStream", { attributes: { "stream.id": streamId } })),
+
+    readAll: (options) =>
+      Effect.gen(function* () {
+        const filters = [
+          sql`(transaction_id, global_position) > (${options.after.xid}::xid8, ${options.after.position})`,
+          // Gap-safe: only transactions older than every running one — nothing can still appear below.
+          sql`transaction_id < pg_snapshot_xmin(pg_current_snapshot())`
+        ]
+        if (options.eventTypes && options.eventTypes.length > 0)
+          filters.push(sql`event_type = ANY(${options.eventTypes})`)
+        if (options.streamId !== undefined) filters.push(sql`stream_id = ${options.streamId}`)
+        const rows = yield* sql<EventRow>`SELECT ${columns} FROM event_store.events WHERE ${sql.and(filters)}
+          ORDER BY transaction_id, global_position LIMIT ${options.limit}`
+        const events = yield* decrypt(rows)
+        const last = events[events.length - 1]
+        return { events, checkpoint: last ? checkpointOf(last) : options.after }
+      }),
+
+    streamInfo: (streamId) =>
+      Effect.map(
+        sql<StreamInfo>`SELECT stream_id AS "streamId", stream_type AS "streamType", version,
+          created_at AS "createdAt", updated_at AS "updatedAt" FROM event_store.streams WHERE stream_id = ${streamId}`,
+        (rows) => Option.fromNullable(rows[0])
+      ),
+
+    head: Effect.map(
+      sql<{ position: number | null; recordedAt: Date | null }>`
+        SELECT global_position AS position, recorded_at AS "recordedAt" FROM event_store.events
+         WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+         ORDER BY transaction_id DESC, global_position DESC LIMIT 1`,
+      (rows) => ({ position: rows[0]?.position ?? 0, recordedAt: Option.fromNullable(rows[0]?.recordedAt) })
+    ),
+
+    forgetSubject: (subjectId) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          const existed = yield* keyring.forget(subjectId)
+          yield* sql`UPDATE event_store.public_events
+                        SET data = jsonb_build_object('id', data->'id', 'shredded', true)
+                      WHERE subject_id = ${subjectId}`
+          return existed
+        })
+      )
+  }
+  return store
+})
+
+export const EventStoreLive = Layer.effect(EventStore, makeEventStore)

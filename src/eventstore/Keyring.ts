@@ -1,0 +1,205 @@
+/**
+ * Crypto-shredding. Each data subject (a customer, a user) has its own AES-256-GCM data key; the key
+ * is stored wrapped by the master key (`DATA_ENCRYPTION_KEY`). Personal fields in event payloads are
+ * encrypted under the subject key; forgetting the subject destroys the key, so the ciphertext that
+ * stays in the append-only log becomes unreadable and reads back as `Shredded`.
+ */
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto"
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { dirname } from "node:path"
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Clock, Context, Data, Effect, Layer, Option, Redacted } from "effect"
+import { AppConfig, isMemoryDataDir } from "../config.js"
+import { type Shredded, shredded } from "./EventType.js"
+import { SubjectForgotten } from "./errors.js"
+
+export class MasterKeyError extends Data.TaggedError("MasterKeyError")<{ readonly message: string }> {}
+
+export interface MasterKey {
+  readonly id: string
+  readonly key: Buffer
+}
+
+const IV_BYTES = 12
+const TAG_BYTES = 16
+
+const seal = (key: Buffer, plaintext: Buffer, aad: string): Buffer => {
+  const iv = randomBytes(IV_BYTES)
+  const cipher = createCipheriv("aes-256-gcm", key, iv)
+  cipher.setAAD(Buffer.from(aad, "utf8"))
+  const body = Buffer.concat([cipher.update(plaintext), cipher.final()])
+  return Buffer.concat([iv, cipher.getAuthTag(), body])
+}
+
+const open = (key: Buffer, sealed: Buffer, aad: string): Buffer => {
+  const decipher = createDecipheriv("aes-256-gcm", key, sealed.subarray(0, IV_BYTES))
+  decipher.setAAD(Buffer.from(aad, "utf8"))
+  decipher.setAuthTag(sealed.subarray(IV_BYTES, IV_BYTES + TAG_BYTES))
+  return Buffer.concat([decipher.update(sealed.subarray(IV_BYTES + TAG_BYTES)), decipher.final()])
+}
+
+export const parseMasterKey = (text: string): Effect.Effect<MasterKey, MasterKeyError> => {
+  const trimmed = text.trim()
+  const key = /^[0-9a-fA-F]{64}$/.test(trimmed) ? Buffer.from(trimmed, "hex") : Buffer.from(trimmed, "base64")
+  if (key.length !== 32) {
+    return Effect.fail(
+      new MasterKeyError({ message: "DATA_ENCRYPTION_KEY must be 32 bytes, as 64 hex characters or base64" })
+    )
+  }
+  return Effect.succeed({ id: createHash("sha256").update(key).digest("hex").slice(0, 16), key })
+}
+
+/**
+ * The master key: `DATA_ENCRYPTION_KEY` (required in production); otherwise generated once and kept
+ * beside the embedded data (`<DATA_DIR>/data-encryption.key`), or in memory for a `memory://` database.
+ */
+export const loadMasterKey = Effect.gen(function* () {
+  const config = yield* AppConfig
+  if (Option.isSome(config.dataEncryptionKey))
+    return yield* parseMasterKey(Redacted.value(config.dataEncryptionKey.value))
+  if (config.nodeEnv === "production") {
+    return yield* new MasterKeyError({ message: "DATA_ENCRYPTION_KEY is required when NODE_ENV=production" })
+  }
+  if (Option.isNone(config.databaseUrl) && isMemoryDataDir(config.pgliteDataDir)) {
+    yield* Effect.logWarning(
+      "DATA_ENCRYPTION_KEY is not set: using a throw-away key for the in-memory database"
+    )
+    return yield* parseMasterKey(randomBytes(32).toString("hex"))
+  }
+  const file = `${config.dataDir}/data-encryption.key`
+  if (!existsSync(file)) {
+    mkdirSync(dirname(file), { recursive: true })
+    writeFileSync(file, `${randomBytes(32).toString("hex")}\n`, { mode: 0o600, flag: "wx" })
+    chmodSync(file, 0o600)
+    yield* Effect.logWarning(
+      `DATA_ENCRYPTION_KEY is not set: generated a master key in ${file}. Back it up — personal data is unreadable without it. Set DATA_ENCRYPTION_KEY in production.`
+    )
+  } else {
+    yield* Effect.logWarning(`DATA_ENCRYPTION_KEY is not set: using the generated master key in ${file}`)
+  }
+  return yield* parseMasterKey(readFileSync(file, "utf8"))
+})
+
+/** How a personal field is stored: the subject and base64(iv ‖ tag ‖ ciphertext). */
+export interface Envelope {
+  readonly $pii: string
+  readonly v: string
+}
+
+export const isEnvelope = (value: unknown): value is Envelope =>
+  typeof value === "object" &&
+  value !== null &&
+  typeof (value as { $pii?: unknown }).$pii === "string" &&
+  typeof (value as { v?: unknown }).v === "string"
+
+export interface KeyringShape {
+  /** Encrypts a JSON value for `subject`, creating the subject's key on first use. */
+  readonly seal: (subject: string, value: unknown) => Effect.Effect<Envelope, SubjectForgotten | SqlError>
+  /** Decrypts envelopes; a forgotten subject's envelope becomes `Shredded`. */
+  readonly open: (
+    envelopes: ReadonlyArray<Envelope>
+  ) => Effect.Effect<ReadonlyArray<unknown | Shredded>, SqlError>
+  /** Destroys the subject's key (idempotent). Returns whether a key existed. */
+  readonly forget: (subject: string) => Effect.Effect<boolean, SqlError>
+  readonly isForgotten: (subject: string) => Effect.Effect<boolean, SqlError>
+}
+
+export class Keyring extends Context.Tag("Keyring")<Keyring, KeyringShape>() {}
+
+interface KeyRow {
+  readonly subjectId: string
+  readonly wrappedDek: Buffer | null
+}
+
+/** Data keys read for decryption are cached briefly; a shredded subject is cached for good. */
+const CACHE_TTL_MS = 60_000
+const CACHE_MAX = 10_000
+
+export const makeKeyring = (master: MasterKey) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const cache = new Map<string, { readonly dek: Buffer | null; readonly at: number }>()
+    const remember = (subject: string, dek: Buffer | null, at: number) => {
+      if (cache.size >= CACHE_MAX) cache.clear()
+      cache.set(subject, { dek, at })
+    }
+    const unwrap = (subject: string, wrapped: Buffer) => open(master.key, wrapped, `dek:${subject}`)
+
+    const loadKeys = (subjects: ReadonlyArray<string>) =>
+      sql<KeyRow>`SELECT subject_id AS "subjectId", wrapped_dek AS "wrappedDek"
+                  FROM event_store.subject_keys WHERE subject_id = ANY(${subjects})`
+
+    // Encryption always checks the key row in the current transaction, so personal data is never
+    // written for a subject another process has just forgotten.
+    const keyForWriting = (subject: string) =>
+      Effect.gen(function* () {
+        const [row] = yield* loadKeys([subject])
+        if (row) {
+          if (!row.wrappedDek) return yield* new SubjectForgotten({ subjectId: subject })
+          return unwrap(subject, row.wrappedDek)
+        }
+        const dek = randomBytes(32)
+        const now = new Date(yield* Clock.currentTimeMillis)
+        const inserted = yield* sql<{ ok: number }>`
+          INSERT INTO event_store.subject_keys (subject_id, wrapped_dek, kek_id, created_at)
+          VALUES (${subject}, ${seal(master.key, dek, `dek:${subject}`)}, ${master.id}, ${now})
+          ON CONFLICT (subject_id) DO NOTHING RETURNING 1 AS ok`
+        if (inserted.length > 0) return dek
+        const [winner] = yield* loadKeys([subject])
+        if (!winner?.wrappedDek) return yield* new SubjectForgotten({ subjectId: subject })
+        return unwrap(subject, winner.wrappedDek)
+      })
+
+    const keyring: KeyringShape = {
+      seal: (subject, value) =>
+        Effect.map(keyForWriting(subject), (dek) => ({
+          $pii: subject,
+          v: seal(dek, Buffer.from(JSON.stringify(value) ?? "null", "utf8"), subject).toString("base64")
+        })),
+      open: (envelopes) =>
+        Effect.gen(function* () {
+          if (envelopes.length === 0) return []
+          const now = yield* Clock.currentTimeMillis
+          const wanted = new Set<string>()
+          for (const e of envelopes) {
+            const hit = cache.get(e.$pii)
+            if (!hit || (hit.dek !== null && now - hit.at > CACHE_TTL_MS)) wanted.add(e.$pii)
+          }
+          if (wanted.size > 0) {
+            const rows = yield* loadKeys([...wanted])
+            for (const row of rows)
+              remember(row.subjectId, row.wrappedDek ? unwrap(row.subjectId, row.wrappedDek) : null, now)
+            // A subject without a key row never had personal data written: treat as forgotten.
+            for (const s of wanted) if (!rows.some((r) => r.subjectId === s)) remember(s, null, now)
+          }
+          return envelopes.map((e) => {
+            const dek = cache.get(e.$pii)?.dek
+            if (!dek) return shredded
+            try {
+              return JSON.parse(open(dek, Buffer.from(e.v, "base64"), e.$pii).toString("utf8")) as unknown
+            } catch {
+              // A tampered ciphertext cannot be authenticated: it reads as unavailable, never as garbage.
+              return shredded
+            }
+          })
+        }),
+      forget: (subject) =>
+        Effect.gen(function* () {
+          const now = new Date(yield* Clock.currentTimeMillis)
+          const rows = yield* sql<{ existed: boolean }>`
+            INSERT INTO event_store.subject_keys (subject_id, wrapped_dek, kek_id, created_at, shredded_at)
+            VALUES (${subject}, NULL, ${master.id}, ${now}, ${now})
+            ON CONFLICT (subject_id) DO UPDATE SET wrapped_dek = NULL,
+              shredded_at = coalesce(event_store.subject_keys.shredded_at, EXCLUDED.shredded_at)
+            RETURNING (xmax <> 0) AS existed`
+          remember(subject, null, now.getTime())
+          return rows[0]?.existed ?? false
+        }),
+      isForgotten: (subject) =>
+        Effect.map(loadKeys([subject]), (rows) => rows.length > 0 && rows[0]?.wrappedDek === null)
+    }
+    return keyring
+  })
+
+export const KeyringLive = Layer.effect(Keyring, Effect.flatMap(loadMasterKey, makeKeyring))

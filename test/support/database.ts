@@ -1,0 +1,58 @@
+/**
+ * A fresh database per test file: a new database on the server named by `DATABASE_URL` (dropped
+ * afterwards), or an in-memory embedded PostgreSQL when `DATABASE_URL` is not set.
+ */
+import { randomBytes } from "node:crypto"
+import { Effect, Layer, Option, Redacted } from "effect"
+import pg from "pg"
+import { AppConfig, type AppConfigShape, makeAppConfig } from "../../src/config.js"
+import { PersistenceLive } from "../../src/db/layers.js"
+
+export const testDatabaseUrl = process.env.DATABASE_URL?.trim() ? process.env.DATABASE_URL.trim() : undefined
+export const usingRealPostgres = testDatabaseUrl !== undefined
+
+const withDatabase = (url: string, database: string) => {
+  const u = new URL(url)
+  u.pathname = `/${database}`
+  return u.toString()
+}
+
+/** Creates a throw-away database; the scope drops it. */
+export const scopedDatabaseUrl = Effect.gen(function* () {
+  if (!testDatabaseUrl) return Option.none<string>()
+  const name = `cp_test_${randomBytes(6).toString("hex")}`
+  const admin = async <T>(f: (c: pg.Client) => Promise<T>) => {
+    const client = new pg.Client({ connectionString: testDatabaseUrl })
+    await client.connect()
+    try {
+      return await f(client)
+    } finally {
+      await client.end()
+    }
+  }
+  yield* Effect.acquireRelease(
+    Effect.promise(() => admin((c) => c.query(`CREATE DATABASE ${name}`))),
+    () =>
+      Effect.promise(() => admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))).pipe(
+        Effect.ignore
+      )
+  )
+  return Option.some(withDatabase(testDatabaseUrl, name))
+})
+
+export const testConfig = (overrides: Partial<AppConfigShape> = {}) =>
+  Layer.scoped(
+    AppConfig,
+    Effect.map(scopedDatabaseUrl, (url) =>
+      makeAppConfig({
+        databaseUrl: Option.map(url, Redacted.make),
+        databaseMaxConnections: 20,
+        pgliteDataDir: "memory://",
+        dataEncryptionKey: Option.some(Redacted.make(randomBytes(32).toString("hex"))),
+        ...overrides
+      })
+    )
+  )
+
+/** Migrated database + event store, on a fresh database. */
+export const TestPersistence = PersistenceLive.pipe(Layer.provideMerge(testConfig()))
