@@ -93,6 +93,12 @@ export interface ReadAllOptions {
   readonly limit: number
   readonly eventTypes?: ReadonlyArray<string>
   readonly streamId?: string
+  /**
+   * `"safe"` (default): only events below the oldest running transaction — nothing can ever appear
+   * behind the returned checkpoint. `"visible"`: everything committed now, ignoring running writers;
+   * correct only when the writers that matter are excluded by a lock (the projection rebuild swap).
+   */
+  readonly horizon?: "safe" | "visible"
 }
 
 export interface ReadAllResult {
@@ -324,11 +330,9 @@ export const makeEventStore = Effect.gen(function* () {
 
     readAll: (options) =>
       Effect.gen(function* () {
-        const filters = [
-          sql`(transaction_id, global_position) > (${options.after.xid}::xid8, ${options.after.position})`,
-          // Gap-safe: only transactions older than every running one — nothing can still appear below.
-          sql`transaction_id < pg_snapshot_xmin(pg_current_snapshot())`
-        ]
+        const filters = [sql`(transaction_id, global_position) > (${options.after.xid}::xid8, ${options.after.position})`]
+        // Gap-safe: only transactions older than every running one — nothing can still appear below.
+        if (options.horizon !== "visible") filters.push(sql`transaction_id < pg_snapshot_xmin(pg_current_snapshot())`)
         if (options.eventTypes && options.eventTypes.length > 0)
           filters.push(sql`event_type = ANY(${options.eventTypes})`)
         if (options.streamId !== undefined) filters.push(sql`stream_id = ${options.streamId}`)
