@@ -5,13 +5,14 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Context, Effect, Layer, Option, Schedule } from "effect"
-import { uuidv7FromMillis } from "../kernel/Uuid.js"
+import { UUID_PATTERN, uuidv7FromMillis } from "../kernel/Uuid.js"
 import { AppendSignal } from "./AppendSignal.js"
 import type { Checkpoint } from "./Checkpoint.js"
 import { type AnyEventType, encodeEventData, isShredded } from "./EventType.js"
 import {
   type AppendError,
   DuplicateEvent,
+  InvalidEventPayload,
   InvalidStreamId,
   StreamNotFound,
   StreamOrderingConflict,
@@ -214,36 +215,52 @@ export const makeEventStore = Effect.gen(function* () {
     })
   }
 
+  /**
+   * Validates and encodes every event first (no database work), then seals personal fields — so a
+   * malformed event never leaves a subject key behind, even in a caller's transaction that goes on.
+   */
   const encode = (input: AppendInput, recordedAt: number) =>
-    Effect.forEach(input.events, (event) =>
-      Effect.gen(function* () {
-        const encoded = yield* encodeEventData(event.eventType, event.data)
-        let data: unknown = encoded
-        const subjectOf = event.eventType.subject
-        if (
-          event.eventType.personalKeys.length > 0 &&
-          subjectOf &&
-          typeof encoded === "object" &&
-          encoded !== null
-        ) {
-          const subject = subjectOf(event.data)
-          const record: Record<string, unknown> = { ...(encoded as Record<string, unknown>) }
-          for (const key of event.eventType.personalKeys) {
-            const value = record[key]
-            if (value === undefined || isShredded(value)) continue
-            record[key] = yield* keyring.seal(subject, value)
+    Effect.gen(function* () {
+      const encoded = yield* Effect.forEach(input.events, (event) =>
+        Effect.gen(function* () {
+          if (event.id !== undefined && !UUID_PATTERN.test(event.id)) {
+            return yield* new InvalidEventPayload({
+              eventType: event.eventType.type,
+              message: `event id "${event.id}" is not a UUID`
+            })
           }
-          data = record
-        }
-        return {
-          id: event.id ?? uuidv7FromMillis(recordedAt),
-          type: event.eventType.type,
-          schemaVersion: event.eventType.version,
-          data,
-          metadata: input.metadata ?? {}
-        }
-      })
-    )
+          return { event, data: yield* encodeEventData(event.eventType, event.data) }
+        })
+      )
+      return yield* Effect.forEach(encoded, ({ event, data: plain }) =>
+        Effect.gen(function* () {
+          let data: unknown = plain
+          const subjectOf = event.eventType.subject
+          if (
+            event.eventType.personalKeys.length > 0 &&
+            subjectOf &&
+            typeof plain === "object" &&
+            plain !== null
+          ) {
+            const subject = subjectOf(event.data)
+            const record: Record<string, unknown> = { ...(plain as Record<string, unknown>) }
+            for (const key of event.eventType.personalKeys) {
+              const value = record[key]
+              if (value === undefined || isShredded(value)) continue
+              record[key] = yield* keyring.seal(subject, value)
+            }
+            data = record
+          }
+          return {
+            id: event.id?.toLowerCase() ?? uuidv7FromMillis(recordedAt),
+            type: event.eventType.type,
+            schemaVersion: event.eventType.version,
+            data,
+            metadata: input.metadata ?? {}
+          }
+        })
+      )
+    })
 
   const appendOnce = (input: AppendInput): Effect.Effect<AppendResult, AppendError | SqlError> =>
     Effect.gen(function* () {
@@ -330,9 +347,12 @@ export const makeEventStore = Effect.gen(function* () {
 
     readAll: (options) =>
       Effect.gen(function* () {
-        const filters = [sql`(transaction_id, global_position) > (${options.after.xid}::xid8, ${options.after.position})`]
+        const filters = [
+          sql`(transaction_id, global_position) > (${options.after.xid}::xid8, ${options.after.position})`
+        ]
         // Gap-safe: only transactions older than every running one — nothing can still appear below.
-        if (options.horizon !== "visible") filters.push(sql`transaction_id < pg_snapshot_xmin(pg_current_snapshot())`)
+        if (options.horizon !== "visible")
+          filters.push(sql`transaction_id < pg_snapshot_xmin(pg_current_snapshot())`)
         if (options.eventTypes && options.eventTypes.length > 0)
           filters.push(sql`event_type = ANY(${options.eventTypes})`)
         if (options.streamId !== undefined) filters.push(sql`stream_id = ${options.streamId}`)
