@@ -3,7 +3,7 @@
  * afterwards), or an in-memory embedded PostgreSQL when `DATABASE_URL` is not set.
  */
 import { randomBytes } from "node:crypto"
-import { Effect, Layer, Option, Redacted } from "effect"
+import { Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import pg from "pg"
 import { AppConfig, type AppConfigShape, makeAppConfig } from "../../src/config.js"
 import { PersistenceLive } from "../../src/db/layers.js"
@@ -55,4 +55,9 @@ export const testConfig = (overrides: Partial<AppConfigShape> = {}) =>
   )
 
 /** Migrated database + event store, on a fresh database. */
-export const TestPersistence = PersistenceLive.pipe(Layer.provideMerge(testConfig()))
+export const TestPersistence = PersistenceLive.pipe(
+  Layer.provideMerge(testConfig()),
+  Layer.provideMerge(
+    Logger.minimumLogLevel(process.env.TEST_LOG_LEVEL === "debug" ? LogLevel.Debug : LogLevel.Warning)
+  )
+)

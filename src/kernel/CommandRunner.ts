@@ -1,0 +1,256 @@
+/**
+ * Runs commands against aggregates: serialize per stream (in-process mailbox) → load (snapshot +
+ * events) → decide → ONE transaction: append with the expected version + inline projections +
+ * public-event rows → wake local processors. Optimistic-concurrency conflicts (another process won
+ * the race) are retried a bounded number of times by reloading and deciding again.
+ */
+import { createHash } from "node:crypto"
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, Effect, Layer, Option, Schedule } from "effect"
+import { AppendSignal } from "../eventstore/AppendSignal.js"
+import { type EventMetadata, EventStore, type NewEvent, type StoredEvent } from "../eventstore/EventStore.js"
+import type { DomainEvent } from "../eventstore/EventType.js"
+import type { AppendError, EventDecodeError } from "../eventstore/errors.js"
+import { insertPublicEvents, type PublicEventRow } from "../eventstore/PublicEvents.js"
+import type { Decider, Recorded } from "./Decider.js"
+import { fromUuid } from "./Ids.js"
+import { type KeyedMailbox, makeKeyedMailbox } from "./KeyedMailbox.js"
+import { decodeStored, liveTarget, PROJECTION_LOCK_CLASS, Projections } from "./Projection.js"
+
+export interface ExecuteOptions {
+  readonly metadata?: EventMetadata
+  /** Deterministic event ids (process managers): a redelivered trigger becomes a DuplicateEvent no-op. */
+  readonly eventIds?: (index: number) => string
+  /** Attempts in total when another process appends concurrently (default 5). */
+  readonly maxAttempts?: number
+}
+
+export interface CommandResult<S, E extends DomainEvent> {
+  readonly state: S
+  /** Stream version after the command (unchanged when the decision produced no events). */
+  readonly version: number
+  readonly events: ReadonlyArray<Recorded<E>>
+}
+
+export interface LoadedAggregate<S> {
+  readonly state: S
+  readonly version: number
+}
+
+export type CommandError<Err> = Err | AppendError | EventDecodeError | SqlError
+
+export interface CommandRunnerShape {
+  readonly execute: <C, E extends DomainEvent, S, Err>(
+    decider: Decider<C, E, S, Err>,
+    streamId: string,
+    command: C,
+    options?: ExecuteOptions
+  ) => Effect.Effect<CommandResult<S, E>, CommandError<Err>>
+  readonly load: <C, E extends DomainEvent, S, Err>(
+    decider: Decider<C, E, S, Err>,
+    streamId: string
+  ) => Effect.Effect<LoadedAggregate<S>, EventDecodeError | SqlError>
+}
+
+export class CommandRunner extends Context.Tag("CommandRunner")<CommandRunner, CommandRunnerShape>() {}
+
+/** Public event ids derive from the source event id, keeping its UUIDv7 timestamp for ordering. */
+export const publicEventId = (sourceEventId: string, index: number): string => {
+  const hex = sourceEventId.replace(/-/g, "")
+  const digest = createHash("sha256").update(`${sourceEventId}:${index}`).digest("hex")
+  const mixed = `${hex.slice(0, 12)}7${digest.slice(0, 3)}${((Number.parseInt(digest.slice(3, 4), 16) & 0x3) | 0x8).toString(16)}${digest.slice(4, 19)}`
+  const uuid = `${mixed.slice(0, 8)}-${mixed.slice(8, 12)}-${mixed.slice(12, 16)}-${mixed.slice(16, 20)}-${mixed.slice(20, 32)}`
+  return fromUuid("evt", uuid)
+}
+
+interface SnapshotRow {
+  readonly version: number
+  readonly stateVersion: number
+  readonly state: unknown
+}
+
+export const makeCommandRunner = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const store = yield* EventStore
+  const signal = yield* AppendSignal
+  const projections = yield* Projections
+  const mailbox: KeyedMailbox = makeKeyedMailbox()
+
+  const decodeAll = <C, E extends DomainEvent, S, Err>(
+    decider: Decider<C, E, S, Err>,
+    stored: ReadonlyArray<StoredEvent>
+  ): Effect.Effect<ReadonlyArray<Recorded<E>>, EventDecodeError> =>
+    Effect.forEach(stored, (s) =>
+      Effect.flatMap(decodeStored(decider.eventTypes, s), (recorded) =>
+        decider.isEvent(recorded)
+          ? Effect.succeed(recorded)
+          : Effect.dieMessage(`event ${recorded.type} does not belong to ${decider.streamType}`)
+      )
+    )
+
+  const loadSnapshot = <S>(
+    streamId: string,
+    policy: NonNullable<Decider<unknown, DomainEvent, S, unknown>["snapshot"]>
+  ) =>
+    Effect.gen(function* () {
+      const rows = yield* sql<SnapshotRow>`SELECT version, state_version AS "stateVersion", state
+        FROM event_store.snapshots WHERE stream_id = ${streamId}`
+      const row = rows[0]
+      if (!row || row.stateVersion !== policy.version) return Option.none<LoadedAggregate<S>>()
+      // An undecodable snapshot is only a cache miss: fold from the start instead.
+      return Option.map(policy.decode(row.state), (state) => ({ state, version: row.version }))
+    })
+
+  const load = <C, E extends DomainEvent, S, Err>(decider: Decider<C, E, S, Err>, streamId: string) =>
+    Effect.gen(function* () {
+      const base: LoadedAggregate<S> = decider.snapshot
+        ? Option.getOrElse(yield* loadSnapshot(streamId, decider.snapshot), () => ({
+            state: decider.initialState,
+            version: 0
+          }))
+        : { state: decider.initialState, version: 0 }
+      const stored = yield* store
+        .readStream(streamId, { fromVersion: base.version })
+        .pipe(Effect.catchTag("StreamNotFound", () => Effect.succeed([] as ReadonlyArray<StoredEvent>)))
+      const events = yield* decodeAll(decider, stored)
+      const last = stored[stored.length - 1]
+      return {
+        state: events.reduce(decider.evolve, base.state),
+        version: last ? last.streamVersion : base.version,
+        snapshotVersion: base.version
+      }
+    }).pipe(Effect.withSpan("CommandRunner.load", { attributes: { "stream.id": streamId } }))
+
+  const saveSnapshot = <S>(
+    streamId: string,
+    policy: NonNullable<Decider<unknown, DomainEvent, S, unknown>["snapshot"]>,
+    state: S,
+    version: number
+  ) =>
+    Effect.gen(function* () {
+      const encoded = policy.encode(state)
+      const now = new Date(yield* Effect.clockWith((c) => c.currentTimeMillis))
+      yield* sql`INSERT INTO event_store.snapshots (stream_id, version, state_version, state, created_at)
+        VALUES (${streamId}, ${version}, ${policy.version}, ${JSON.stringify(encoded)}::jsonb, ${now})
+        ON CONFLICT (stream_id) DO UPDATE SET version = EXCLUDED.version, state_version = EXCLUDED.state_version,
+          state = EXCLUDED.state, created_at = EXCLUDED.created_at
+        WHERE event_store.snapshots.version < EXCLUDED.version OR event_store.snapshots.state_version <> EXCLUDED.state_version`
+    }).pipe(
+      // A snapshot is a cache: failing to write one never fails the command.
+      Effect.catchAllCause((cause) => Effect.logWarning(`snapshot of ${streamId} not written`, cause))
+    )
+
+  /** One attempt: load, decide, and commit everything in one transaction. */
+  const attempt = <C, E extends DomainEvent, S, Err>(
+    decider: Decider<C, E, S, Err>,
+    streamId: string,
+    command: C,
+    options: ExecuteOptions
+  ) =>
+    Effect.gen(function* () {
+      const loaded = yield* load(decider, streamId)
+      const decided = yield* decider.decide(command, loaded.state)
+      if (decided.length === 0) {
+        return {
+          result: { state: loaded.state, version: loaded.version, events: [] },
+          committed: false,
+          loaded
+        }
+      }
+      const newEvents: ReadonlyArray<NewEvent> = decided.map((event, index) => {
+        const eventType = decider.eventTypes.get(event.type)
+        if (!eventType) throw new Error(`${decider.streamType} decided an unknown event ${event.type}`)
+        const id = options.eventIds?.(index)
+        return id === undefined ? { eventType, data: event.data } : { eventType, data: event.data, id }
+      })
+      const committed = yield* sql.withTransaction(
+        Effect.gen(function* () {
+          const appended = yield* store.append({
+            streamId,
+            streamType: decider.streamType,
+            expectedVersion: loaded.version,
+            events: newEvents,
+            ...(options.metadata ? { metadata: options.metadata } : {})
+          })
+          // Re-read inside the transaction: exact positions and xids for projections and replies.
+          const stored = yield* store
+            .readStream(streamId, { fromVersion: loaded.version })
+            .pipe(Effect.catchTag("StreamNotFound", (e) => Effect.die(e)))
+          const recorded = yield* decodeAll(decider, stored)
+          for (const projection of projections) {
+            const relevant = recorded.filter((e) => projection.eventTypes.has(e.type))
+            if (relevant.length === 0) continue
+            yield* sql`SELECT pg_advisory_xact_lock_shared(${PROJECTION_LOCK_CLASS}, hashtext(${projection.name}))`
+            yield* projection
+              .apply(relevant, liveTarget)
+              .pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          }
+          let state = loaded.state
+          const publicRows: PublicEventRow[] = []
+          for (const event of recorded) {
+            state = decider.evolve(state, event)
+            const drafts = decider.publicEvents?.(event, state) ?? []
+            for (const [i, draft] of drafts.entries()) {
+              publicRows.push({
+                id: publicEventId(event.eventId, i),
+                type: draft.type,
+                data: draft.data,
+                occurredAt: event.recordedAt,
+                sourceEventId: event.eventId,
+                streamId,
+                ...(draft.subjectId === undefined ? {} : { subjectId: draft.subjectId })
+              })
+            }
+          }
+          if (publicRows.length > 0) {
+            yield* insertPublicEvents(publicRows).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          }
+          return { state, version: appended.version, events: recorded }
+        })
+      )
+      return { result: committed, committed: true, loaded }
+    })
+
+  const runner: CommandRunnerShape = {
+    execute: (decider, streamId, command, options = {}) =>
+      mailbox
+        .run(
+          streamId,
+          attempt(decider, streamId, command, options).pipe(
+            Effect.retry({
+              while: (e) =>
+                typeof e === "object" &&
+                e !== null &&
+                "_tag" in e &&
+                (e._tag === "WrongExpectedVersion" || e._tag === "StreamOrderingConflict"),
+              schedule: Schedule.exponential("5 millis").pipe(
+                Schedule.jittered,
+                Schedule.intersect(Schedule.recurs(Math.max(0, (options.maxAttempts ?? 5) - 1)))
+              )
+            })
+          )
+        )
+        .pipe(
+          Effect.tap(({ committed, result, loaded }) =>
+            committed
+              ? Effect.zipRight(
+                  signal.notify,
+                  decider.snapshot && result.version - loaded.snapshotVersion >= decider.snapshot.every
+                    ? saveSnapshot(streamId, decider.snapshot, result.state, result.version)
+                    : Effect.void
+                )
+              : Effect.void
+          ),
+          Effect.map(({ result }) => result),
+          Effect.withSpan("CommandRunner.execute", {
+            attributes: { "stream.id": streamId, "aggregate.type": decider.streamType }
+          })
+        ),
+    load: (decider, streamId) =>
+      Effect.map(load(decider, streamId), ({ state, version }) => ({ state, version }))
+  }
+  return runner
+})
+
+export const CommandRunnerLive = Layer.effect(CommandRunner, makeCommandRunner)

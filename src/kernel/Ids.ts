@@ -1,0 +1,82 @@
+/**
+ * Public ids: a type prefix + "_" + a UUIDv7 in Crockford base32 (TypeID style), e.g.
+ * `cus_01jd4x8m6ffq2b3n5r7t9v1w3y`. Time-ordered, opaque, and cheap to validate: a malformed id is
+ * simply "not found", never an error deeper in the stack.
+ */
+import { Effect, Schema } from "effect"
+import { UUID_PATTERN, uuidv7 } from "./Uuid.js"
+
+export const ID_PREFIXES = [
+  "usr",
+  "cus",
+  "adr",
+  "key",
+  "cli",
+  "wh",
+  "evt",
+  "dlv",
+  "ntf",
+  "tpl",
+  "prod",
+  "chk",
+  "ord",
+  "ful",
+  "pay",
+  "pi",
+  "re",
+  "sub",
+  "ue",
+  "ses"
+] as const
+export type IdPrefix = (typeof ID_PREFIXES)[number]
+
+const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+const DECODE = new Map([...ALPHABET].map((c, i) => [c, i]))
+
+/** 128 bits → 26 base32 characters (the first carries 3 bits, so it is 0-7). */
+export const encodeUuid = (uuid: string): string => {
+  let n = BigInt(`0x${uuid.replace(/-/g, "")}`)
+  let out = ""
+  for (let i = 0; i < 26; i++) {
+    out = ALPHABET[Number(n & 31n)] + out
+    n >>= 5n
+  }
+  return out
+}
+
+export const decodeToUuid = (encoded: string): string | undefined => {
+  if (encoded.length !== 26 || !/^[0-7]/.test(encoded)) return undefined
+  let n = 0n
+  for (const c of encoded) {
+    const v = DECODE.get(c)
+    if (v === undefined) return undefined
+    n = (n << 5n) | BigInt(v)
+  }
+  const hex = n.toString(16).padStart(32, "0")
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
+}
+
+export const fromUuid = <P extends IdPrefix>(prefix: P, uuid: string): `${P}_${string}` => {
+  if (!UUID_PATTERN.test(uuid)) throw new Error(`not a UUID: ${uuid}`)
+  return `${prefix}_${encodeUuid(uuid)}`
+}
+
+/** A fresh id stamped with Effect's Clock. */
+export const make = <P extends IdPrefix>(prefix: P): Effect.Effect<`${P}_${string}`> =>
+  Effect.map(uuidv7, (uuid) => fromUuid(prefix, uuid))
+
+export const isValid = (prefix: IdPrefix, id: string): boolean => {
+  if (!id.startsWith(`${prefix}_`)) return false
+  return decodeToUuid(id.slice(prefix.length + 1)) !== undefined
+}
+
+export const toUuid = (prefix: IdPrefix, id: string): string | undefined =>
+  id.startsWith(`${prefix}_`) ? decodeToUuid(id.slice(prefix.length + 1)) : undefined
+
+/** Schema of an id with the given prefix (for payloads and path parameters). */
+export const IdSchema = <P extends IdPrefix>(prefix: P) =>
+  Schema.String.pipe(
+    Schema.filter((s): s is `${P}_${string}` => isValid(prefix, s), {
+      message: () => `must be a ${prefix}_ id`
+    })
+  )

@@ -1,0 +1,10 @@
+/**
+ * The service's catalogue: every event type, inline projection and background processor, by
+ * bounded context. Each context's issue adds its own entries here; nothing else needs to change.
+ */
+import type { AnyEventType } from "./eventstore/EventType.js"
+import type { Projection } from "./kernel/Projection.js"
+
+export const eventTypes: ReadonlyArray<AnyEventType> = []
+
+export const projections: ReadonlyArray<Projection> = []

@@ -1,0 +1,264 @@
+import { SqlClient } from "@effect/sql"
+import { layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { expect } from "vitest"
+import { EventStore } from "../../src/eventstore/EventStore.js"
+import { isShredded } from "../../src/eventstore/EventType.js"
+import { CommandRunner, CommandRunnerLive, makeCommandRunner } from "../../src/kernel/CommandRunner.js"
+import { defineProjection, ProjectionsLive } from "../../src/kernel/Projection.js"
+import { TestPersistence, usingRealPostgres } from "../support/database.js"
+import {
+  ACCOUNTS_TABLE,
+  AccountDecider,
+  AccountDeposited,
+  AccountsProjection,
+  createAccountsTable,
+  SnapshottingAccountDecider
+} from "../support/sample.js"
+
+/** A projection that refuses one magic amount, to prove the append rolls back with it. */
+const Tripwire = defineProjection({
+  name: "tripwire",
+  tables: ["read_models.tripwire"],
+  events: [AccountDeposited],
+  apply: (events) =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      for (const e of events) {
+        yield* sql`INSERT INTO read_models.tripwire (amount) VALUES (${e.data.amount})`
+        if (e.data.amount === 666) yield* sql`SELECT 1/0`
+      }
+    })
+})
+
+const Setup = Layer.effectDiscard(
+  Effect.gen(function* () {
+    yield* createAccountsTable
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`CREATE TABLE read_models.tripwire (amount bigint NOT NULL)`
+  })
+)
+
+const TestLayer = CommandRunnerLive.pipe(
+  Layer.provideMerge(ProjectionsLive([AccountsProjection, Tripwire])),
+  Layer.provideMerge(Setup),
+  Layer.provideMerge(TestPersistence)
+)
+
+interface AccountRow {
+  readonly accountId: string
+  readonly owner: string | null
+  readonly balance: number
+  readonly status: string
+  readonly version: number
+}
+const readAccount = (id: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(
+      sql<AccountRow>`SELECT account_id AS "accountId", owner, balance, status, version FROM ${sql(ACCOUNTS_TABLE)}
+        WHERE account_id = ${id}`,
+      (rows) => rows[0]
+    )
+  )
+
+layer(TestLayer, { excludeTestServices: true, timeout: 120_000 })("command runner", (it) => {
+  it.effect("runs commands: append + inline projection + public events in one transaction", () =>
+    Effect.gen(function* () {
+      const runner = yield* CommandRunner
+      const opened = yield* runner.execute(
+        AccountDecider,
+        "account-r1",
+        {
+          _tag: "Open",
+          accountId: "r1",
+          owner: "Ann Lee",
+          currency: "USD"
+        },
+        { metadata: { correlationId: "corr-1", actor: { type: "system", id: "test" } } }
+      )
+      expect(opened.version).toBe(1)
+      expect(opened.events[0]?.type).toBe("account.opened")
+      expect(opened.events[0]?.metadata.correlationId).toBe("corr-1")
+      yield* runner.execute(AccountDecider, "account-r1", { _tag: "Deposit", accountId: "r1", amount: 700 })
+      const w = yield* runner.execute(AccountDecider, "account-r1", {
+        _tag: "Withdraw",
+        accountId: "r1",
+        amount: 200
+      })
+      expect(w.state.balance).toBe(500)
+      // Read-your-writes: the read model is already there.
+      expect(yield* readAccount("r1")).toEqual({
+        accountId: "r1",
+        owner: "Ann Lee",
+        balance: 500,
+        status: "open",
+        version: 3
+      })
+      const sql = yield* SqlClient.SqlClient
+      const pub = yield* sql<{ id: string; type: string; data: unknown; subjectId: string }>`
+        SELECT id, type, data, subject_id AS "subjectId" FROM event_store.public_events WHERE stream_id = 'account-r1'`
+      expect(pub.length).toBe(1)
+      expect(pub[0]?.type).toBe("account.created")
+      expect(pub[0]?.id).toMatch(/^evt_/)
+      expect(pub[0]?.data).toEqual({ id: "r1", owner: "Ann Lee", balance: 0, status: "open" })
+    })
+  )
+
+  it.effect("a domain error writes nothing", () =>
+    Effect.gen(function* () {
+      const runner = yield* CommandRunner
+      const store = yield* EventStore
+      yield* runner.execute(AccountDecider, "account-r2", {
+        _tag: "Open",
+        accountId: "r2",
+        owner: "Bo",
+        currency: "USD"
+      })
+      const error = yield* Effect.flip(
+        runner.execute(AccountDecider, "account-r2", { _tag: "Withdraw", accountId: "r2", amount: 1 })
+      )
+      expect(error._tag).toBe("InsufficientFunds")
+      expect((yield* store.readStream("account-r2")).length).toBe(1)
+      const missing = yield* Effect.flip(
+        runner.execute(AccountDecider, "account-nope", { _tag: "Deposit", accountId: "nope", amount: 1 })
+      )
+      expect(missing._tag).toBe("AccountNotFound")
+      expect((yield* store.streamInfo("account-nope"))._tag).toBe("None")
+    })
+  )
+
+  it.effect("a failing inline projection rolls back the append (no partial state)", () =>
+    Effect.gen(function* () {
+      const runner = yield* CommandRunner
+      const store = yield* EventStore
+      const sql = yield* SqlClient.SqlClient
+      yield* runner.execute(AccountDecider, "account-r3", {
+        _tag: "Open",
+        accountId: "r3",
+        owner: "Cy",
+        currency: "USD"
+      })
+      const exit = yield* Effect.exit(
+        runner.execute(AccountDecider, "account-r3", { _tag: "Deposit", accountId: "r3", amount: 666 })
+      )
+      expect(exit._tag).toBe("Failure")
+      expect((yield* store.readStream("account-r3")).length).toBe(1)
+      expect((yield* readAccount("r3"))?.balance).toBe(0)
+      expect((yield* sql`SELECT * FROM read_models.tripwire WHERE amount = 666`).length).toBe(0)
+    })
+  )
+
+  it.effect("commands on one stream are serialized in-process: 25 concurrent deposits all land", () =>
+    Effect.gen(function* () {
+      const runner = yield* CommandRunner
+      yield* runner.execute(AccountDecider, "account-r4", {
+        _tag: "Open",
+        accountId: "r4",
+        owner: "Di",
+        currency: "USD"
+      })
+      yield* Effect.forEach(
+        Array.from({ length: 25 }, (_, i) => i + 1),
+        (amount) =>
+          runner.execute(AccountDecider, "account-r4", { _tag: "Deposit", accountId: "r4", amount }),
+        { concurrency: "unbounded" }
+      )
+      const loaded = yield* runner.load(AccountDecider, "account-r4")
+      expect(loaded).toEqual({ state: expect.objectContaining({ balance: 325 }), version: 26 })
+      expect((yield* readAccount("r4"))?.balance).toBe(325)
+    })
+  )
+
+  it.effect.skipIf(!usingRealPostgres)(
+    "two runners (as two processes) racing on one stream: optimistic concurrency + retries, nothing lost",
+    () =>
+      Effect.gen(function* () {
+        const a = yield* makeCommandRunner
+        const b = yield* makeCommandRunner
+        yield* a.execute(AccountDecider, "account-r5", {
+          _tag: "Open",
+          accountId: "r5",
+          owner: "Ed",
+          currency: "USD"
+        })
+        const results = yield* Effect.forEach(
+          Array.from({ length: 30 }, (_, i) => i),
+          (i) =>
+            Effect.either(
+              (i % 2 === 0 ? a : b).execute(
+                AccountDecider,
+                "account-r5",
+                { _tag: "Deposit", accountId: "r5", amount: 10 },
+                { maxAttempts: 50 }
+              )
+            ),
+          { concurrency: "unbounded" }
+        )
+        const ok = results.filter((r) => r._tag === "Right").length
+        const loaded = yield* a.load(AccountDecider, "account-r5")
+        expect(loaded.version).toBe(1 + ok)
+        expect(loaded.state.balance).toBe(10 * ok)
+        expect((yield* readAccount("r5"))?.balance).toBe(10 * ok)
+        expect(ok).toBe(30)
+      })
+  )
+
+  it.effect("personal fields are encrypted per subject and shredded by forgetSubject", () =>
+    Effect.gen(function* () {
+      const runner = yield* CommandRunner
+      const store = yield* EventStore
+      const sql = yield* SqlClient.SqlClient
+      yield* runner.execute(AccountDecider, "account-r6", {
+        _tag: "Open",
+        accountId: "r6",
+        owner: "Fay Secret",
+        currency: "USD"
+      })
+      const raw = yield* sql<{
+        data: string
+      }>`SELECT data::text AS data FROM event_store.events WHERE stream_id = 'account-r6'`
+      expect(raw[0]?.data).not.toContain("Fay Secret")
+      expect(yield* store.forgetSubject("r6")).toBe(true)
+      const [event] = yield* store.readStream("account-r6")
+      expect(isShredded((event?.data as { owner: unknown } | undefined)?.owner)).toBe(true)
+      // Replays still work: the aggregate loads, the owner is simply gone.
+      const loaded = yield* runner.load(AccountDecider, "account-r6")
+      expect(loaded.state).toEqual({ status: "open", accountId: "r6", owner: null, balance: 0 })
+      const pub = yield* sql<{
+        data: unknown
+      }>`SELECT data FROM event_store.public_events WHERE stream_id = 'account-r6'`
+      expect(pub[0]?.data).toEqual({ id: "r6", shredded: true })
+    })
+  )
+
+  it.effect("snapshots long streams; loading with and without the snapshot agrees", () =>
+    Effect.gen(function* () {
+      const runner = yield* CommandRunner
+      const sql = yield* SqlClient.SqlClient
+      yield* runner.execute(SnapshottingAccountDecider, "account-r7", {
+        _tag: "Open",
+        accountId: "r7",
+        owner: "Gus",
+        currency: "USD"
+      })
+      for (let i = 1; i <= 24; i++) {
+        yield* runner.execute(SnapshottingAccountDecider, "account-r7", {
+          _tag: "Deposit",
+          accountId: "r7",
+          amount: i
+        })
+      }
+      const snaps = yield* sql<{
+        version: number
+      }>`SELECT version FROM event_store.snapshots WHERE stream_id = 'account-r7'`
+      expect(snaps[0]?.version).toBe(20)
+      const withSnapshot = yield* runner.load(SnapshottingAccountDecider, "account-r7")
+      const withoutSnapshot = yield* runner.load(AccountDecider, "account-r7")
+      expect(withSnapshot).toEqual(withoutSnapshot)
+      expect(withSnapshot.state.balance).toBe(300)
+      // A snapshot that no longer decodes is only a cache miss.
+      yield* sql`UPDATE event_store.snapshots SET state = '{"broken":true}' WHERE stream_id = 'account-r7'`
+      expect(yield* runner.load(SnapshottingAccountDecider, "account-r7")).toEqual(withoutSnapshot)
+    })
+  )
+})
