@@ -1,0 +1,107 @@
+/**
+ * Public events (spec §6.1 / §6.5): the snapshot as of a domain event, written by the command's
+ * transaction. Webhooks, notifications and `GET /v1/events` read them with the same gap-safe
+ * (transaction_id, position) protocol as the event store.
+ */
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect } from "effect"
+import type { Checkpoint } from "./Checkpoint.js"
+
+/** A public event to insert (its `evt_…` id is chosen by the caller, deterministically). */
+export interface PublicEventRow {
+  readonly id: string
+  readonly type: string
+  readonly data: unknown
+  readonly occurredAt: Date
+  /** The domain event it was derived from. */
+  readonly sourceEventId: string
+  readonly streamId: string
+  /** The data subject the snapshot is about, so erasure can redact it. */
+  readonly subjectId?: string
+}
+
+export type NewPublicEvent = PublicEventRow
+
+/** A stored public event. */
+export interface PublicEvent {
+  readonly position: number
+  readonly transactionId: string
+  readonly id: string
+  readonly type: string
+  readonly data: unknown
+  readonly occurredAt: Date
+  readonly sourceEventId: string
+  readonly streamId: string
+  readonly subjectId: string | null
+}
+
+export const publicEventCheckpoint = (
+  event: Pick<PublicEvent, "transactionId" | "position">
+): Checkpoint => ({
+  xid: event.transactionId,
+  position: event.position
+})
+
+/**
+ * Inserts rows in one statement, in order (positions follow the array). Run it inside the command's
+ * transaction so the snapshots commit with their domain events.
+ */
+export const insertPublicEvents = (
+  rows: ReadonlyArray<PublicEventRow>
+): Effect.Effect<void, SqlError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    if (rows.length === 0) return
+    const sql = yield* SqlClient.SqlClient
+    const payload = JSON.stringify(
+      rows.map((r) => ({
+        id: r.id,
+        type: r.type,
+        // JSON null rather than a missing key, so an absent snapshot is still valid jsonb.
+        data: r.data === undefined ? null : r.data,
+        occurred_at: r.occurredAt.toISOString(),
+        source_event_id: r.sourceEventId,
+        stream_id: r.streamId,
+        subject_id: r.subjectId ?? null
+      }))
+    )
+    yield* sql`
+      INSERT INTO event_store.public_events
+        (id, type, data, occurred_at, source_event_id, stream_id, subject_id)
+      SELECT r.value->>'id', r.value->>'type', r.value->'data', (r.value->>'occurred_at')::timestamptz,
+             (r.value->>'source_event_id')::uuid, r.value->>'stream_id', r.value->>'subject_id'
+        FROM jsonb_array_elements(${payload}::jsonb) WITH ORDINALITY AS r(value, ord)
+       ORDER BY r.ord`
+  })
+
+export interface ReadPublicEventsOptions {
+  readonly after: Checkpoint
+  readonly limit: number
+  readonly types?: ReadonlyArray<string>
+}
+
+export interface ReadPublicEventsResult {
+  readonly events: ReadonlyArray<PublicEvent>
+  /** Checkpoint after the last returned event (unchanged when nothing was returned). */
+  readonly checkpoint: Checkpoint
+}
+
+const COLUMNS = `position, transaction_id::text AS "transactionId", id, type, data, occurred_at AS "occurredAt",
+  source_event_id::text AS "sourceEventId", stream_id AS "streamId", subject_id AS "subjectId"`
+
+/** Gap-safe read after a checkpoint: only transactions older than every running one are visible. */
+export const readPublicEvents = (
+  options: ReadPublicEventsOptions
+): Effect.Effect<ReadPublicEventsResult, SqlError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const filters = [
+      sql`(transaction_id, position) > (${options.after.xid}::xid8, ${options.after.position})`,
+      sql`transaction_id < pg_snapshot_xmin(pg_current_snapshot())`
+    ]
+    if (options.types && options.types.length > 0) filters.push(sql`type = ANY(${options.types})`)
+    const events = yield* sql<PublicEvent>`SELECT ${sql.literal(COLUMNS)} FROM event_store.public_events
+      WHERE ${sql.and(filters)} ORDER BY transaction_id, position LIMIT ${options.limit}`
+    const last = events[events.length - 1]
+    return { events, checkpoint: last ? publicEventCheckpoint(last) : options.after }
+  })

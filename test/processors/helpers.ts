@@ -1,0 +1,30 @@
+/** Helpers shared by the processor tests. */
+import { Duration, Effect, TestContext, TestServices } from "effect"
+
+/** Runs `effect` under a fresh TestClock (layers built with `excludeTestServices` run live). */
+export const withTestClock = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.provide(effect, TestContext.TestContext)
+
+/**
+ * Re-runs `check` (on the live clock, even under TestClock) until it returns true; dies after
+ * `timeout`. For waiting on background fibers, never for measuring speed.
+ */
+export const eventually = <E, R>(
+  check: Effect.Effect<boolean, E, R>,
+  options: { readonly timeout?: Duration.DurationInput; readonly message?: string } = {}
+): Effect.Effect<void, E, R> =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + Duration.toMillis(options.timeout ?? "20 seconds")
+    while (!(yield* check)) {
+      if (Date.now() > deadline)
+        return yield* Effect.dieMessage(options.message ?? "condition not reached in time")
+      yield* TestServices.provideLive(Effect.sleep("10 millis"))
+    }
+  })
+
+/** Lets forked fibers run until they block. */
+export const settle = Effect.repeatN(Effect.yieldNow(), 50)
+
+/** A live-clock pause (under TestClock too). */
+export const liveSleep = (duration: Duration.DurationInput) =>
+  TestServices.provideLive(Effect.sleep(duration))
