@@ -187,12 +187,20 @@ export const makeKeyring = (master: MasterKey) =>
       forget: (subject) =>
         Effect.gen(function* () {
           const now = new Date(yield* Clock.currentTimeMillis)
+          // `existed` = a key was there before this call (not merely a tombstone row), so a repeated
+          // erasure reports false.
           const rows = yield* sql<{ existed: boolean }>`
-            INSERT INTO event_store.subject_keys (subject_id, wrapped_dek, kek_id, created_at, shredded_at)
-            VALUES (${subject}, NULL, ${master.id}, ${now}, ${now})
-            ON CONFLICT (subject_id) DO UPDATE SET wrapped_dek = NULL,
-              shredded_at = coalesce(event_store.subject_keys.shredded_at, EXCLUDED.shredded_at)
-            RETURNING (xmax <> 0) AS existed`
+            WITH previous AS (
+              SELECT wrapped_dek IS NOT NULL AS had_key FROM event_store.subject_keys
+               WHERE subject_id = ${subject} FOR UPDATE
+            ), shred AS (
+              INSERT INTO event_store.subject_keys (subject_id, wrapped_dek, kek_id, created_at, shredded_at)
+              VALUES (${subject}, NULL, ${master.id}, ${now}, ${now})
+              ON CONFLICT (subject_id) DO UPDATE SET wrapped_dek = NULL,
+                shredded_at = coalesce(event_store.subject_keys.shredded_at, EXCLUDED.shredded_at)
+              RETURNING 1
+            ) -- (a data-modifying WITH always runs to completion, read or not)
+            SELECT coalesce((SELECT had_key FROM previous), false) AS existed`
           remember(subject, null, now.getTime())
           return rows[0]?.existed ?? false
         }),
