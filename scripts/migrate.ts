@@ -19,5 +19,5 @@ program.pipe(
   Effect.provide(DatabaseLive.pipe(Layer.provide(AppConfigLive))),
   Effect.provide(LoggingLive),
   Effect.tapErrorCause((cause) => Effect.logError("migration failed", cause)),
-  NodeRuntime.runMain
+  NodeRuntime.runMain({ disablePrettyLogger: true })
 )

@@ -46,5 +46,5 @@ program.pipe(
   Effect.provide(PersistenceLive.pipe(Layer.provide(AppConfigLive))),
   Effect.provide(LoggingLive),
   Effect.tapErrorCause((cause) => Effect.logError("rebuild failed", cause)),
-  NodeRuntime.runMain
+  NodeRuntime.runMain({ disablePrettyLogger: true })
 )

@@ -5,6 +5,7 @@
 import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
 
 export type NodeEnv = "development" | "test" | "production"
+export type Role = "api" | "worker" | "all"
 
 export interface AppConfigShape {
   readonly nodeEnv: NodeEnv
@@ -19,6 +20,12 @@ export interface AppConfigShape {
   readonly dataEncryptionKey: Option.Option<Redacted.Redacted<string>>
   /** Identifies this process in leases (`owner`). */
   readonly instanceId: string
+  /** `api` serves HTTP only, `worker` runs processors only, `all` does both. */
+  readonly role: Role
+  readonly host: string
+  readonly port: number
+  /** Seconds to finish in-flight requests and batches on SIGTERM/SIGINT before exiting. */
+  readonly shutdownTimeoutSeconds: number
 }
 
 export class AppConfig extends Context.Tag("AppConfig")<AppConfig, AppConfigShape>() {}
@@ -39,7 +46,14 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   dataDir: Config.string("DATA_DIR").pipe(Config.withDefault(".data")),
   pgliteDataDir: Config.option(Config.string("PGLITE_DATA_DIR")),
   dataEncryptionKey: Config.option(Config.redacted("DATA_ENCRYPTION_KEY")),
-  instanceId: Config.option(Config.string("INSTANCE_ID"))
+  instanceId: Config.option(Config.string("INSTANCE_ID")),
+  role: Config.literal("api", "worker", "all")("ROLE").pipe(Config.withDefault("all" as const)),
+  host: Config.string("HOST").pipe(Config.withDefault("0.0.0.0")),
+  port: Config.port("PORT").pipe(Config.withDefault(3000)),
+  shutdownTimeoutSeconds: Config.integer("SHUTDOWN_TIMEOUT_SECONDS").pipe(
+    Config.withDefault(10),
+    Config.validate({ message: "must be between 1 and 300", validation: (n) => n >= 1 && n <= 300 })
+  )
 }).pipe(
   Config.map((c) => ({
     ...c,
@@ -63,6 +77,10 @@ export const makeAppConfig = (overrides: Partial<AppConfigShape> = {}): AppConfi
   pgliteDataDir: "memory://",
   dataEncryptionKey: Option.none(),
   instanceId: `test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
+  role: "all",
+  host: "127.0.0.1",
+  port: 0,
+  shutdownTimeoutSeconds: 10,
   ...overrides
 })
 

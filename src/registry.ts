@@ -4,7 +4,12 @@
  */
 import type { AnyEventType } from "./eventstore/EventType.js"
 import type { Projection } from "./kernel/Projection.js"
+import type { Processor } from "./processors/Supervisor.js"
+import type { ProcessorServices } from "./services.js"
 
 export const eventTypes: ReadonlyArray<AnyEventType> = []
 
 export const projections: ReadonlyArray<Projection> = []
+
+/** Background processors run by `ROLE=worker|all`. */
+export const processors: ReadonlyArray<Processor<ProcessorServices>> = []

@@ -1,0 +1,61 @@
+/**
+ * The root HttpApi: the service's whole HTTP contract. Each bounded context contributes its groups
+ * (`<context>/Api.ts`); handlers live apart (`<context>/Http.ts`). Errors every endpoint can answer
+ * are declared once here, so the OpenAPI document shows the real error body everywhere.
+ */
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import {
+  BadRequest,
+  InternalError,
+  PayloadTooLarge,
+  ServiceUnavailable,
+  UnsupportedMediaType
+} from "./errors.js"
+import { cleanOpenApi } from "./openapi.js"
+
+export const Health = Schema.Struct({ status: Schema.Literal("ok") }).annotations({ identifier: "Health" })
+
+export const ReadinessCheck = Schema.Struct({
+  ok: Schema.Boolean,
+  detail: Schema.String
+}).annotations({ identifier: "ReadinessCheck" })
+
+export const Readiness = Schema.Struct({
+  status: Schema.Literal("ready", "not_ready"),
+  checks: Schema.Struct({
+    database: ReadinessCheck,
+    migrations: ReadinessCheck,
+    processors: ReadinessCheck
+  })
+}).annotations({ identifier: "Readiness" })
+export type Readiness = typeof Readiness.Type
+
+export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
+  .add(
+    HttpApiEndpoint.get("health", "/health")
+      .addSuccess(Health)
+      .annotate(OpenApi.Summary, "Liveness: the process is up")
+  )
+  .add(
+    HttpApiEndpoint.get("ready", "/ready")
+      .addSuccess(Readiness)
+      .addError(ServiceUnavailable)
+      .annotate(OpenApi.Summary, "Readiness: database reachable, migrations applied, processors leased")
+  )
+  .annotate(OpenApi.Title, "System") {}
+
+export class Api extends HttpApi.make("commerce-platform")
+  .add(SystemApi)
+  .addError(BadRequest)
+  .addError(PayloadTooLarge)
+  .addError(UnsupportedMediaType)
+  .addError(InternalError)
+  .annotate(OpenApi.Title, "commerce-platform")
+  .annotate(OpenApi.Version, "0.1.0")
+  .annotate(OpenApi.Transform, cleanOpenApi)
+  .annotate(
+    OpenApi.Description,
+    "Self-hostable, event-sourced commerce back end. Every error has the body " +
+      '{ "error": { "type", "code", "message", "param"?, "requestId" } }; every response carries Request-Id.'
+  ) {}

@@ -1,0 +1,66 @@
+/** What `/ready` checks: database reachable, migrations applied, processors running with leases. */
+import { SqlClient } from "@effect/sql"
+import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
+import { AppConfig } from "../config.js"
+import { migrationStatus } from "../db/Migrations.js"
+import { Supervisor } from "../processors/Supervisor.js"
+import type { Readiness as ReadinessBody } from "./Api.js"
+
+export interface ReadinessShape {
+  readonly check: Effect.Effect<ReadinessBody>
+}
+
+export class Readiness extends Context.Tag("Readiness")<Readiness, ReadinessShape>() {}
+
+const ok = (detail: string) => ({ ok: true, detail })
+const notOk = (detail: string) => ({ ok: false, detail })
+
+export const ReadinessLive = Layer.effect(
+  Readiness,
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const config = yield* AppConfig
+    const supervisor = yield* Effect.serviceOption(Supervisor)
+
+    const database = sql`SELECT 1`.pipe(
+      Effect.timeout(Duration.seconds(2)),
+      Effect.as(ok("reachable")),
+      Effect.catchAllCause(() => Effect.succeed(notOk("unreachable")))
+    )
+    const migrations = migrationStatus().pipe(
+      Effect.provideService(SqlClient.SqlClient, sql),
+      Effect.map((s) => (s.upToDate ? ok("up to date") : notOk(`${s.pending} pending`))),
+      Effect.catchAllCause(() => Effect.succeed(notOk("unknown")))
+    )
+    const processors = Effect.gen(function* () {
+      if (config.role === "api") return ok("not run by this process (ROLE=api)")
+      const statuses = Option.isSome(supervisor) ? yield* supervisor.value.status : []
+      const down = statuses.filter((s) => s.state !== "running")
+      if (down.length > 0) return notOk(`not running: ${down.map((s) => s.name).join(", ")}`)
+      const now = new Date(yield* Clock.currentTimeMillis)
+      const unleased = yield* sql<{ id: string }>`SELECT subscription_id AS id FROM event_store.subscriptions
+        WHERE status = 'running' AND (lease_until IS NULL OR lease_until < ${now})`.pipe(
+        Effect.map((rows) => rows.map((r) => r.id)),
+        Effect.catchAllCause(() => Effect.succeed(["(unknown)"]))
+      )
+      const mine = new Set(statuses.map((s) => s.name))
+      const missing = unleased.filter((id) => mine.has(id))
+      return missing.length > 0
+        ? notOk(`no lease held: ${missing.join(", ")}`)
+        : ok(`${statuses.length} running`)
+    })
+
+    return {
+      check: Effect.gen(function* () {
+        const [db, mig, proc] = yield* Effect.all([database, migrations, processors], {
+          concurrency: "unbounded"
+        })
+        const ready = db.ok && mig.ok && proc.ok
+        return {
+          status: ready ? ("ready" as const) : ("not_ready" as const),
+          checks: { database: db, migrations: mig, processors: proc }
+        }
+      })
+    }
+  })
+)

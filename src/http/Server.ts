@@ -1,0 +1,59 @@
+/**
+ * The HTTP server: the root HttpApi with every group's handlers, `/openapi.json`, `/docs`, and the
+ * service-wide middleware, on a Node HTTP server.
+ */
+import { createServer, type Server } from "node:http"
+import { HttpApiBuilder, HttpApiScalar, HttpServer } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Effect, Layer } from "effect"
+import { AppConfig } from "../config.js"
+import { Api } from "./Api.js"
+import { apiMiddleware } from "./middleware.js"
+import { SystemHttpLive } from "./SystemHttp.js"
+
+/** Every group's handlers. Contexts add their `<Context>HttpLive` here. */
+export const ApiLive = HttpApiBuilder.api(Api).pipe(Layer.provide(SystemHttpLive))
+
+/** The routes and middleware, independent of the socket (tests use NodeHttpServer.layerTest). */
+export const HttpAppLive = HttpApiBuilder.serve(apiMiddleware()).pipe(
+  Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
+  Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
+  Layer.provide(ApiLive)
+)
+
+/**
+ * A Node HTTP server on HOST:PORT. On shutdown it stops accepting at once, lets in-flight requests
+ * finish, and drops connections still open when the shutdown budget is nearly spent.
+ */
+export const NodeServerLive = Layer.unwrapScoped(
+  Effect.gen(function* () {
+    const config = yield* AppConfig
+    let server: Server | undefined
+    const graceMs = Math.max(500, config.shutdownTimeoutSeconds * 1000 - 2000)
+    const layer = NodeHttpServer.layer(
+      () => {
+        server = createServer()
+        server.keepAliveTimeout = 5_000
+        return server
+      },
+      { port: config.port, host: config.host }
+    )
+    // Merged after the server layer, so this finalizer runs first: idle keep-alive sockets go at
+    // once and a timer bounds how long in-flight requests may hold the shutdown.
+    return Layer.merge(
+      layer,
+      Layer.scopedDiscard(
+        Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            const s = server
+            if (!s) return
+            s.closeIdleConnections()
+            setTimeout(() => s.closeAllConnections(), graceMs).unref()
+          })
+        )
+      )
+    )
+  })
+)
+
+export const HttpLive = HttpAppLive.pipe(HttpServer.withLogAddress, Layer.provide(NodeServerLive))

@@ -1,0 +1,30 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect } from "effect"
+import { Api } from "./Api.js"
+import { errorBody, ServiceUnavailable } from "./errors.js"
+import { Readiness } from "./Readiness.js"
+
+export const SystemHttpLive = HttpApiBuilder.group(Api, "system", (handlers) =>
+  Effect.gen(function* () {
+    const readiness = yield* Readiness
+    return handlers
+      .handle("health", () => Effect.succeed({ status: "ok" as const }))
+      .handle("ready", () =>
+        Effect.flatMap(readiness.check, (body) =>
+          body.status === "ready"
+            ? Effect.succeed(body)
+            : Effect.fail(
+                new ServiceUnavailable(
+                  errorBody("api_error", {
+                    code: "not_ready",
+                    message: Object.entries(body.checks)
+                      .filter(([, c]) => !c.ok)
+                      .map(([name, c]) => `${name}: ${c.detail}`)
+                      .join("; ")
+                  })
+                )
+              )
+        )
+      )
+  })
+)

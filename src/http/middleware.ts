@@ -1,0 +1,282 @@
+/**
+ * The outermost HTTP middleware. Every request gets a `Request-Id`; bodies are checked before any
+ * handler runs (1 MiB limit → 413, JSON only → 415, malformed JSON → 400 `invalid_json`); every
+ * failure response — our typed errors, schema decode errors, unknown routes, defects — leaves with
+ * the one error body of design/API.md and the request id inside it; one access-log line per request.
+ */
+import { randomBytes } from "node:crypto"
+import { performance } from "node:perf_hooks"
+import {
+  HttpApp,
+  HttpIncomingMessage,
+  HttpMiddleware,
+  HttpServerRequest,
+  HttpServerResponse
+} from "@effect/platform"
+import { Cause, Effect, FiberRef, Option } from "effect"
+import { type ErrorBody, type ErrorType, errorBody, typeForStatus } from "./errors.js"
+
+export const MAX_BODY_BYTES = 1024 * 1024
+
+/** Paths whose bodies are form-encoded (OAuth token endpoint), not JSON. */
+export const FORM_PATHS: ReadonlySet<string> = new Set(["/auth/token"])
+
+/** Requests that can carry a body we must check. */
+const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"])
+
+export const newRequestId = (): string => `req_${randomBytes(12).toString("base64url")}`
+
+/** The current request's id, for handlers and logs. */
+export const CurrentRequestId = FiberRef.unsafeMake<string | undefined>(undefined)
+
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
+
+const jsonResponse = (status: number, body: ErrorBody) =>
+  HttpServerResponse.uint8Array(encoder.encode(JSON.stringify(body)), {
+    status,
+    contentType: "application/json"
+  })
+
+const fail = (status: number, code: string, message: string, type: ErrorType = typeForStatus(status)) =>
+  jsonResponse(status, errorBody(type, { code, message }))
+
+const isJsonType = (contentType: string) => /^application\/(?:[\w.+-]+\+)?json\b/i.test(contentType.trim())
+const isFormType = (contentType: string) => /^application\/x-www-form-urlencoded\b/i.test(contentType.trim())
+
+const pathOf = (url: string) => {
+  const q = url.indexOf("?")
+  return q === -1 ? url : url.slice(0, q)
+}
+
+/**
+ * Reads and checks the body up front (the platform caches the text, so handlers read it again for
+ * free). Returns a response when the request must be refused.
+ */
+const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
+  Effect.gen(function* () {
+    if (!BODY_METHODS.has(request.method)) return Option.none<HttpServerResponse.HttpServerResponse>()
+    const length = request.headers["content-length"]
+    const chunked = /chunked/i.test(request.headers["transfer-encoding"] ?? "")
+    if (length !== undefined && !/^\d+$/.test(length)) {
+      return Option.some(fail(400, "invalid_content_length", "Content-Length must be a non-negative integer"))
+    }
+    if (length !== undefined && Number(length) > MAX_BODY_BYTES) {
+      return Option.some(
+        fail(413, "payload_too_large", `request bodies are limited to ${MAX_BODY_BYTES} bytes`)
+      )
+    }
+    if (!chunked && (length === undefined || Number(length) === 0)) return Option.none()
+    const contentType = request.headers["content-type"] ?? ""
+    const form = FORM_PATHS.has(pathOf(request.url))
+    if (form ? !isFormType(contentType) : !isJsonType(contentType)) {
+      return Option.some(
+        fail(
+          415,
+          "unsupported_media_type",
+          form
+            ? "this endpoint expects Content-Type: application/x-www-form-urlencoded"
+            : "request bodies must be JSON (Content-Type: application/json)"
+        )
+      )
+    }
+    const text = yield* request.text.pipe(
+      HttpIncomingMessage.withMaxBodySize(Option.some(MAX_BODY_BYTES)),
+      Effect.either
+    )
+    if (text._tag === "Left") {
+      const tooLarge = /too large|maxBytes|exceed/i.test(
+        String(text.left.cause ?? text.left.description ?? "")
+      )
+      return Option.some(
+        tooLarge || chunked
+          ? fail(413, "payload_too_large", `request bodies are limited to ${MAX_BODY_BYTES} bytes`)
+          : fail(400, "invalid_body", "the request body could not be read")
+      )
+    }
+    if (!form && text.right.trim() !== "") {
+      try {
+        JSON.parse(text.right)
+      } catch (e) {
+        return Option.some(
+          fail(400, "invalid_json", `the request body is not valid JSON: ${(e as Error).message}`)
+        )
+      }
+    }
+    return Option.none()
+  })
+
+interface DecodeIssue {
+  readonly _tag?: string
+  readonly path?: ReadonlyArray<unknown>
+  readonly message?: string
+}
+
+/** Turns whatever failure body a response carries into the one error body, with the request id. */
+const normalizeBody = (
+  status: number,
+  raw: unknown,
+  request: HttpServerRequest.HttpServerRequest
+): ErrorBody => {
+  if (typeof raw === "object" && raw !== null) {
+    const maybe = raw as {
+      error?: { type?: unknown; code?: unknown; message?: unknown }
+      _tag?: unknown
+      issues?: unknown
+    }
+    if (maybe.error && typeof maybe.error.code === "string" && typeof maybe.error.message === "string") {
+      return { error: maybe.error as ErrorBody["error"] }
+    }
+    if (maybe._tag === "HttpApiDecodeError" && Array.isArray(maybe.issues)) {
+      const issue = (maybe.issues as ReadonlyArray<DecodeIssue>)[0]
+      const param = issue?.path && issue.path.length > 0 ? issue.path.map(String).join(".") : undefined
+      const missing = issue?._tag === "Missing"
+      return errorBody("invalid_request_error", {
+        code: missing ? "parameter_missing" : "parameter_invalid",
+        message:
+          missing && param
+            ? `${param} is required`
+            : param
+              ? `${param}: ${issue?.message ?? "is invalid"}`
+              : (issue?.message ?? "invalid request"),
+        ...(param ? { param } : {})
+      })
+    }
+  }
+  switch (status) {
+    case 400:
+      return errorBody("invalid_request_error", {
+        code: "invalid_request",
+        message: "the request is invalid"
+      })
+    case 401:
+      return errorBody("authentication_error", {
+        code: "missing_credentials",
+        message: "authentication required"
+      })
+    case 404:
+      return errorBody("invalid_request_error", {
+        code: "resource_missing",
+        message: `Unrecognized request URL (${request.method}: ${pathOf(request.url)})`
+      })
+    case 405:
+      return errorBody("invalid_request_error", {
+        code: "method_not_allowed",
+        message: `${request.method} is not allowed here`
+      })
+    default:
+      return errorBody(typeForStatus(status), {
+        code: status >= 500 ? "internal_error" : "request_failed",
+        message:
+          status >= 500
+            ? "An internal error occurred. It has been logged; retry later."
+            : "the request failed"
+      })
+  }
+}
+
+const withRequestId = (
+  response: HttpServerResponse.HttpServerResponse,
+  requestId: string,
+  request: HttpServerRequest.HttpServerRequest
+): HttpServerResponse.HttpServerResponse => {
+  const withHeader = HttpServerResponse.setHeader(response, "request-id", requestId)
+  if (response.status < 400) return withHeader
+  const body = response.body
+  let raw: unknown
+  if (body._tag === "Uint8Array") {
+    try {
+      raw = JSON.parse(decoder.decode(body.body))
+    } catch {
+      raw = undefined
+    }
+  } else if (body._tag !== "Empty") {
+    return withHeader
+  }
+  const normalized = normalizeBody(response.status, raw, request)
+  const final: ErrorBody = { error: { ...normalized.error, requestId } }
+  return HttpServerResponse.uint8Array(encoder.encode(JSON.stringify(final)), {
+    status: response.status,
+    headers: withHeader.headers,
+    contentType: "application/json"
+  })
+}
+
+const causeToResponse = (cause: Cause.Cause<unknown>) => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) {
+    const error = failure.value as { _tag?: unknown }
+    if (error._tag === "RouteNotFound") return Effect.succeed(HttpServerResponse.empty({ status: 404 }))
+    if (error._tag === "RequestError")
+      return Effect.succeed(fail(400, "invalid_body", "the request could not be read"))
+  }
+  return Effect.as(
+    Effect.logError("unhandled failure while serving a request", cause),
+    HttpServerResponse.empty({ status: 500 })
+  )
+}
+
+/** The service-wide middleware; `onResponse` observes each finished request (metrics). */
+export const apiMiddleware = (
+  options: {
+    readonly accessLog?: boolean
+    readonly onResponse?: (info: {
+      method: string
+      route: string
+      status: number
+      seconds: number
+    }) => Effect.Effect<void>
+  } = {}
+) =>
+  HttpMiddleware.make(<E, R>(app: HttpApp.Default<E, R>) =>
+    Effect.gen(function* () {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const requestId = newRequestId()
+      const started = performance.now()
+      const span = yield* Effect.option(Effect.currentSpan)
+      const annotations: Record<string, string> = { requestId }
+      if (Option.isSome(span)) {
+        annotations.traceId = span.value.traceId
+        annotations.spanId = span.value.spanId
+      }
+      // Responses produced by the app are sent by the platform itself, so they are rewritten in a
+      // pre-response handler; a request refused here is rewritten directly.
+      const refused = yield* checkBody(request)
+      const response = yield* (
+        Option.isSome(refused)
+          ? Effect.succeed(withRequestId(refused.value, requestId, request))
+          : HttpApp.withPreResponseHandler(app, (req, res) =>
+              Effect.succeed(withRequestId(res, requestId, req))
+            )
+      ).pipe(
+        Effect.catchAllCause((cause) =>
+          Cause.isInterruptedOnly(cause)
+            ? Effect.failCause(cause)
+            : Effect.map(causeToResponse(cause), (r) => withRequestId(r, requestId, request))
+        ),
+        Effect.locally(CurrentRequestId, requestId),
+        Effect.annotateLogs(annotations)
+      )
+      const seconds = (performance.now() - started) / 1000
+      if (options.accessLog !== false) {
+        yield* Effect.logInfo("http request").pipe(
+          Effect.annotateLogs({
+            ...annotations,
+            method: request.method,
+            path: pathOf(request.url),
+            status: String(response.status),
+            durationMs: (seconds * 1000).toFixed(1)
+          })
+        )
+      }
+      if (options.onResponse) {
+        yield* options.onResponse({
+          method: request.method,
+          route: pathOf(request.url),
+          status: response.status,
+          seconds
+        })
+      }
+      return response
+    })
+  )

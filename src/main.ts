@@ -1,0 +1,63 @@
+/**
+ * Composition root: config → logging → database (+ migrations) → event store → processors →
+ * HTTP server. `ROLE=api|worker|all` picks what this process runs. SIGTERM/SIGINT stop accepting,
+ * finish in-flight requests and batches, release leases, and exit within SHUTDOWN_TIMEOUT_SECONDS.
+ */
+import { NodeRuntime } from "@effect/platform-node"
+import { Effect, Layer } from "effect"
+import { AppConfig, AppConfigLive } from "./config.js"
+import { PersistenceLive } from "./db/layers.js"
+import { AuthenticationLive, NoCredentialVerifier } from "./http/Auth.js"
+import { ReadinessLive } from "./http/Readiness.js"
+import { HttpLive } from "./http/Server.js"
+import { CommandRunnerLive } from "./kernel/CommandRunner.js"
+import { ProjectionsLive } from "./kernel/Projection.js"
+import { LoggingLive } from "./logging.js"
+import { DueWorkLive } from "./processors/DueWork.js"
+import { processorsLayer, SupervisorLive } from "./processors/Supervisor.js"
+import { processors, projections } from "./registry.js"
+
+/** Everything the HTTP handlers and processors use, over a migrated database. */
+export const ServicesLive = Layer.mergeAll(
+  CommandRunnerLive,
+  DueWorkLive,
+  ReadinessLive,
+  SupervisorLive()
+).pipe(
+  Layer.provideMerge(
+    Layer.mergeAll(ProjectionsLive(projections), AuthenticationLive.pipe(Layer.provide(NoCredentialVerifier)))
+  ),
+  Layer.provideMerge(PersistenceLive)
+)
+
+/** What this process runs, by ROLE. */
+export const AppLive = Layer.unwrapEffect(
+  Effect.map(AppConfig, (config) =>
+    Layer.mergeAll(
+      config.role === "worker" ? Layer.empty : HttpLive,
+      config.role === "api" ? Layer.empty : processorsLayer(processors)
+    )
+  )
+).pipe(
+  Layer.provide(ServicesLive),
+  Layer.provide(AppConfigLive),
+  Layer.tap(() => Effect.logInfo("commerce-platform started"))
+)
+
+const bounded = Effect.gen(function* () {
+  const config = yield* AppConfig
+  // Finalizers (close the server, stop processors, release leases, close the database) get the
+  // shutdown budget; past it the process exits regardless.
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    process.once(signal, () => {
+      setTimeout(() => process.exit(1), config.shutdownTimeoutSeconds * 1000).unref()
+    })
+  }
+}).pipe(Effect.provide(AppConfigLive))
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  Effect.zipRight(bounded, Layer.launch(AppLive)).pipe(
+    Effect.provide(LoggingLive),
+    NodeRuntime.runMain({ disablePrettyLogger: true })
+  )
+}

@@ -1,0 +1,274 @@
+/**
+ * The error model over a real socket: every failure — unknown routes, malformed or oversized
+ * bodies, wrong content types, schema failures, auth failures, defects — answers the one documented
+ * error body with a request id, and hostile input never produces a 5xx.
+ */
+import {
+  HttpApi,
+  HttpApiBuilder,
+  HttpApiEndpoint,
+  HttpApiGroup,
+  HttpClient,
+  HttpClientRequest
+} from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { describe, layer } from "@effect/vitest"
+import { Effect, Layer, Schema } from "effect"
+import { expect } from "vitest"
+import { Authentication, AuthenticationLive, requireScope } from "../../src/http/Auth.js"
+import {
+  BadRequest,
+  Conflict,
+  Forbidden,
+  InternalError,
+  PayloadTooLarge,
+  UnsupportedMediaType
+} from "../../src/http/errors.js"
+import { apiMiddleware, MAX_BODY_BYTES } from "../../src/http/middleware.js"
+import { TestCredentials, TestHttp } from "../support/http.js"
+
+interface ErrorJson {
+  readonly error: {
+    readonly type: string
+    readonly code: string
+    readonly message: string
+    readonly param?: string
+    readonly requestId: string
+  }
+}
+
+const send = (request: HttpClientRequest.HttpClientRequest) =>
+  Effect.gen(function* () {
+    const client = yield* HttpClient.HttpClient
+    const res = yield* client.execute(request)
+    const text = yield* res.text
+    return { status: res.status, headers: res.headers, text }
+  })
+
+const expectError = (
+  r: { status: number; headers: Record<string, string>; text: string },
+  status: number,
+  code: string
+) => {
+  expect(r.status).toBe(status)
+  const body = JSON.parse(r.text) as ErrorJson
+  expect(body.error.code).toBe(code)
+  expect(typeof body.error.message).toBe("string")
+  expect(body.error.requestId).toMatch(/^req_/)
+  expect(r.headers["request-id"]).toBe(body.error.requestId)
+  expect(r.headers["content-type"]).toMatch(/application\/json/)
+  return body
+}
+
+// A test-only API exercising what the service's endpoints will do.
+class Open extends HttpApiGroup.make("open")
+  .add(HttpApiEndpoint.get("boom", "/probe/boom"))
+  .add(
+    HttpApiEndpoint.post("echo", "/probe/echo")
+      .setPayload(Schema.Struct({ name: Schema.String.pipe(Schema.minLength(1)), count: Schema.Int }))
+      .addSuccess(Schema.Struct({ name: Schema.String, count: Schema.Int }))
+      .addError(Conflict)
+  ) {}
+class Secure extends HttpApiGroup.make("secure")
+  .add(
+    HttpApiEndpoint.get("events", "/probe/events")
+      .addSuccess(Schema.Struct({ ok: Schema.Boolean }))
+      .addError(Forbidden)
+  )
+  .middleware(Authentication) {}
+class ProbeApi extends HttpApi.make("probe")
+  .add(Open)
+  .add(Secure)
+  .addError(BadRequest)
+  .addError(PayloadTooLarge)
+  .addError(UnsupportedMediaType)
+  .addError(InternalError) {}
+
+const ProbeHandlers = Layer.mergeAll(
+  HttpApiBuilder.group(ProbeApi, "open", (h) =>
+    h
+      .handle("boom", () => Effect.die(new Error("secret internal detail: password=hunter2")))
+      .handle("echo", ({ payload }) =>
+        payload.name === "taken"
+          ? Effect.fail(
+              Conflict.of({ code: "resource_already_exists", message: "name is taken", param: "name" })
+            )
+          : Effect.succeed(payload)
+      )
+  ),
+  HttpApiBuilder.group(ProbeApi, "secure", (h) =>
+    h.handle("events", () => Effect.as(requireScope("read:events"), { ok: true }))
+  ).pipe(Layer.provide(AuthenticationLive.pipe(Layer.provide(TestCredentials))))
+)
+
+const ProbeServer = HttpApiBuilder.serve(apiMiddleware({ accessLog: false })).pipe(
+  Layer.provide(HttpApiBuilder.api(ProbeApi).pipe(Layer.provide(ProbeHandlers))),
+  Layer.provideMerge(NodeHttpServer.layerTest)
+)
+
+describe("error model", () => {
+  layer(ProbeServer, { excludeTestServices: true })("probe api", (it) => {
+    it.effect("a defect is a 500 internal_error that leaks nothing", () =>
+      Effect.gen(function* () {
+        const r = yield* send(HttpClientRequest.get("/probe/boom"))
+        const body = expectError(r, 500, "internal_error")
+        expect(body.error.type).toBe("api_error")
+        expect(r.text).not.toContain("hunter2")
+        expect(r.text).not.toContain("Error")
+      })
+    )
+
+    it.effect("schema failures are 400 parameter_missing / parameter_invalid with the param", () =>
+      Effect.gen(function* () {
+        const missing = yield* send(
+          HttpClientRequest.post("/probe/echo").pipe(HttpClientRequest.bodyUnsafeJson({ count: 1 }))
+        )
+        const m = expectError(missing, 400, "parameter_missing")
+        expect(m.error.param).toBe("name")
+        expect(m.error.type).toBe("invalid_request_error")
+        const wrong = yield* send(
+          HttpClientRequest.post("/probe/echo").pipe(
+            HttpClientRequest.bodyUnsafeJson({ name: "a", count: "three" })
+          )
+        )
+        expect(expectError(wrong, 400, "parameter_invalid").error.param).toBe("count")
+        const empty = yield* send(HttpClientRequest.post("/probe/echo"))
+        expect(empty.status).toBe(400)
+      })
+    )
+
+    it.effect("typed domain errors keep their status, code and param", () =>
+      Effect.gen(function* () {
+        const r = yield* send(
+          HttpClientRequest.post("/probe/echo").pipe(
+            HttpClientRequest.bodyUnsafeJson({ name: "taken", count: 1 })
+          )
+        )
+        expect(expectError(r, 409, "resource_already_exists").error.param).toBe("name")
+        const ok = yield* send(
+          HttpClientRequest.post("/probe/echo").pipe(
+            HttpClientRequest.bodyUnsafeJson({ name: "x", count: 2, extra: true })
+          )
+        )
+        expect(ok.status).toBe(200)
+        expect(JSON.parse(ok.text)).toEqual({ name: "x", count: 2 })
+        expect(ok.headers["request-id"]).toMatch(/^req_/)
+      })
+    )
+
+    it.effect("authentication and scopes", () =>
+      Effect.gen(function* () {
+        expect(
+          expectError(yield* send(HttpClientRequest.get("/probe/events")), 401, "missing_credentials").error
+            .type
+        ).toBe("authentication_error")
+        const basic = yield* send(
+          HttpClientRequest.get("/probe/events").pipe(
+            HttpClientRequest.setHeader("authorization", "Basic test-admin")
+          )
+        )
+        expectError(basic, 401, "missing_credentials")
+        const bad = yield* send(
+          HttpClientRequest.get("/probe/events").pipe(HttpClientRequest.bearerToken("nope"))
+        )
+        expectError(bad, 401, "invalid_token")
+        const nobody = yield* send(
+          HttpClientRequest.get("/probe/events").pipe(HttpClientRequest.bearerToken("test-nobody"))
+        )
+        expect(expectError(nobody, 403, "insufficient_scope").error.type).toBe("permission_error")
+        const reader = yield* send(
+          HttpClientRequest.get("/probe/events").pipe(HttpClientRequest.bearerToken("test-reader"))
+        )
+        expect(reader.status).toBe(200)
+      })
+    )
+  })
+})
+
+describe("the service", () => {
+  layer(TestHttp, { excludeTestServices: true, timeout: 60_000 })("hostile input never gets a 5xx", (it) => {
+    it.effect("unknown routes are 404 resource_missing", () =>
+      Effect.gen(function* () {
+        const r = yield* send(HttpClientRequest.get("/nope"))
+        expect(expectError(r, 404, "resource_missing").error.message).toContain("/nope")
+        expectError(yield* send(HttpClientRequest.del("/health")), 404, "resource_missing")
+      })
+    )
+
+    it.effect("malformed JSON, wrong content types and oversized bodies", () =>
+      Effect.gen(function* () {
+        const malformed = yield* send(
+          HttpClientRequest.post("/health").pipe(HttpClientRequest.bodyText("{bad json", "application/json"))
+        )
+        expectError(malformed, 400, "invalid_json")
+        const text = yield* send(
+          HttpClientRequest.post("/health").pipe(HttpClientRequest.bodyText("hello", "text/plain"))
+        )
+        expectError(text, 415, "unsupported_media_type")
+        const big = "x".repeat(MAX_BODY_BYTES + 10)
+        const tooBig = yield* send(
+          HttpClientRequest.post("/health").pipe(
+            HttpClientRequest.bodyText(JSON.stringify({ big }), "application/json")
+          )
+        )
+        expectError(tooBig, 413, "payload_too_large")
+      })
+    )
+
+    it.effect("odd paths, headers and methods", () =>
+      Effect.gen(function* () {
+        const requests = [
+          HttpClientRequest.get("/%E0%A4%A"),
+          HttpClientRequest.get("/health/../../etc/passwd"),
+          HttpClientRequest.get(`/${"a".repeat(4000)}`),
+          HttpClientRequest.get("/health?x=%ZZ&&&=="),
+          HttpClientRequest.get("/health").pipe(HttpClientRequest.setHeader("x-weird", "\u00ff".repeat(100))),
+          HttpClientRequest.get("/health").pipe(HttpClientRequest.setHeader("authorization", "Bearer")),
+          HttpClientRequest.patch("/ready").pipe(HttpClientRequest.bodyUnsafeJson([1, 2, 3])),
+          HttpClientRequest.put("/docs").pipe(HttpClientRequest.bodyUnsafeJson(null)),
+          HttpClientRequest.post("/openapi.json").pipe(
+            HttpClientRequest.bodyText("a=b", "application/x-www-form-urlencoded")
+          ),
+          HttpClientRequest.options("/health"),
+          HttpClientRequest.head("/nope")
+        ]
+        for (const request of requests) {
+          const r = yield* send(request)
+          expect(r.status, `${request.method} ${request.url}`).toBeLessThan(500)
+          expect(r.headers["request-id"]).toMatch(/^req_/)
+        }
+      })
+    )
+
+    it.effect("health, readiness, OpenAPI and docs", () =>
+      Effect.gen(function* () {
+        const health = yield* send(HttpClientRequest.get("/health"))
+        expect(JSON.parse(health.text)).toEqual({ status: "ok" })
+        const ready = yield* send(HttpClientRequest.get("/ready"))
+        expect(ready.status).toBe(200)
+        expect(JSON.parse(ready.text)).toMatchObject({
+          status: "ready",
+          checks: { database: { ok: true }, migrations: { ok: true } }
+        })
+        const spec = JSON.parse((yield* send(HttpClientRequest.get("/openapi.json"))).text) as {
+          openapi: string
+          paths: object
+        }
+        expect(spec.openapi).toBe("3.1.0")
+        expect(Object.keys(spec.paths)).toEqual(expect.arrayContaining(["/health", "/ready"]))
+        const docs = yield* send(HttpClientRequest.get("/docs"))
+        expect(docs.status).toBe(200)
+        expect(docs.headers["content-type"]).toMatch(/text\/html/)
+      })
+    )
+
+    it.effect("every response has a distinct request id", () =>
+      Effect.gen(function* () {
+        const ids = new Set<string>()
+        for (let i = 0; i < 20; i++)
+          ids.add((yield* send(HttpClientRequest.get("/health"))).headers["request-id"] ?? "")
+        expect(ids.size).toBe(20)
+      })
+    )
+  })
+})
