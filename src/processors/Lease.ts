@@ -151,7 +151,7 @@ export const withLease = <A, E, R>(
   const heartbeat = (lease: Lease): Effect.Effect<never, LeaseLost | SqlError, SqlClient.SqlClient> =>
     Effect.sleep(Duration.millis(heartbeatMs)).pipe(
       Effect.zipRight(
-        renew(lease, options.ttl).pipe(
+        Effect.uninterruptible(renew(lease, options.ttl)).pipe(
           Effect.retry({
             while: (e) => e._tag === "SqlError",
             schedule: Schedule.spaced(Duration.millis(Math.max(1, Math.floor(heartbeatMs / 4)))).pipe(
