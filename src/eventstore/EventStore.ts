@@ -4,11 +4,11 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Context, Effect, Layer, Option, Schedule } from "effect"
+import { Clock, Context, Effect, Either, Layer, Option, ParseResult, Schedule, Schema } from "effect"
 import { UUID_PATTERN, uuidv7FromMillis } from "../kernel/Uuid.js"
 import { AppendSignal } from "./AppendSignal.js"
 import type { Checkpoint } from "./Checkpoint.js"
-import { type AnyEventType, encodeEventData, isShredded } from "./EventType.js"
+import { type AnyEventType, isShredded } from "./EventType.js"
 import {
   type AppendError,
   DuplicateEvent,
@@ -16,6 +16,7 @@ import {
   InvalidStreamId,
   StreamNotFound,
   StreamOrderingConflict,
+  type SubjectForgotten,
   WrongExpectedVersion
 } from "./errors.js"
 import { type Envelope, isEnvelope, Keyring } from "./Keyring.js"
@@ -157,6 +158,15 @@ interface EventRow {
   readonly recordedAt: number
 }
 
+/** One event as sent to `event_store.append_events`. */
+interface PayloadEvent {
+  readonly id: string
+  readonly type: string
+  readonly schemaVersion: number
+  readonly data: unknown
+  readonly metadata: EventMetadata
+}
+
 interface AppendRow {
   readonly outcome: "ok" | "wrong_expected_version" | "ordering_conflict"
   readonly streamVersion: number | null
@@ -188,6 +198,12 @@ const isUniqueViolation = (error: SqlError, constraint: string): boolean => {
 
 // recorded_at travels as epoch milliseconds: parsing timestamptz text in the driver was the largest
 // single cost of a catch-up read (it is written from a JS Date, so milliseconds are exact).
+/** Retries of a standalone append that lost the per-stream ordering guard to a newer transaction. */
+const orderingRetry = Schedule.exponential("2 millis").pipe(
+  Schedule.jittered,
+  Schedule.intersect(Schedule.recurs(10))
+)
+
 const EVENT_COLUMNS = `global_position AS "globalPosition", transaction_id::text AS "transactionId",
   stream_id AS "streamId", stream_version AS "streamVersion", event_id::text AS "eventId",
   event_type AS "type", schema_version AS "schemaVersion", data, metadata,
@@ -235,51 +251,78 @@ export const makeEventStore = Effect.gen(function* () {
   }
 
   /**
-   * Validates and encodes every event first (no database work), then seals personal fields — so a
-   * malformed event never leaves a subject key behind, even in a caller's transaction that goes on.
+   * Validates and encodes every event first (no database work), then seals personal fields with one
+   * key lookup per data subject — so a malformed event never leaves a subject key behind. Event
+   * schemas are synchronous (JSON in, JSON out), so encoding needs no fiber per event.
    */
-  const encode = (input: AppendInput, recordedAt: number) =>
-    Effect.gen(function* () {
-      const encoded = yield* Effect.forEach(input.events, (event) =>
-        Effect.gen(function* () {
-          if (event.id !== undefined && !UUID_PATTERN.test(event.id)) {
-            return yield* new InvalidEventPayload({
-              eventType: event.eventType.type,
-              message: `event id "${event.id}" is not a UUID`
-            })
-          }
-          return { event, data: yield* encodeEventData(event.eventType, event.data) }
-        })
-      )
-      return yield* Effect.forEach(encoded, ({ event, data: plain }) =>
-        Effect.gen(function* () {
-          let data: unknown = plain
-          const subjectOf = event.eventType.subject
-          if (
-            event.eventType.personalKeys.length > 0 &&
-            subjectOf &&
-            typeof plain === "object" &&
-            plain !== null
-          ) {
-            const subject = subjectOf(event.data)
-            const record: Record<string, unknown> = { ...(plain as Record<string, unknown>) }
-            for (const key of event.eventType.personalKeys) {
-              const value = record[key]
-              if (value === undefined || isShredded(value)) continue
-              record[key] = yield* keyring.seal(subject, value)
+  const encode = (
+    input: AppendInput,
+    recordedAt: number
+  ): Effect.Effect<ReadonlyArray<PayloadEvent>, InvalidEventPayload | SubjectForgotten | SqlError> => {
+    const metadata = input.metadata ?? {}
+    const payload: PayloadEvent[] = []
+    const toSeal = new Map<
+      string,
+      Array<{ readonly record: Record<string, unknown>; readonly key: string }>
+    >()
+    for (const event of input.events) {
+      const type = event.eventType
+      if (event.id !== undefined && !UUID_PATTERN.test(event.id)) {
+        return Effect.fail(
+          new InvalidEventPayload({ eventType: type.type, message: `event id "${event.id}" is not a UUID` })
+        )
+      }
+      const encoded = Schema.encodeEither(type.schema)(event.data)
+      if (Either.isLeft(encoded)) {
+        return Effect.fail(
+          new InvalidEventPayload({
+            eventType: type.type,
+            message: ParseResult.TreeFormatter.formatErrorSync(encoded.left)
+          })
+        )
+      }
+      let data: unknown = encoded.right
+      if (type.personalKeys.length > 0 && type.subject && typeof data === "object" && data !== null) {
+        const subject = type.subject(event.data)
+        const record: Record<string, unknown> = { ...(data as Record<string, unknown>) }
+        for (const key of type.personalKeys) {
+          const value = record[key]
+          if (value === undefined || isShredded(value)) continue
+          const list = toSeal.get(subject)
+          if (list) list.push({ record, key })
+          else toSeal.set(subject, [{ record, key }])
+        }
+        data = record
+      }
+      payload.push({
+        id: event.id?.toLowerCase() ?? uuidv7FromMillis(recordedAt),
+        type: type.type,
+        schemaVersion: type.version,
+        data,
+        metadata
+      })
+    }
+    if (toSeal.size === 0) return Effect.succeed(payload)
+    return Effect.as(
+      Effect.forEach(
+        toSeal,
+        ([subject, fields]) =>
+          Effect.map(
+            keyring.sealAll(
+              subject,
+              fields.map((f) => f.record[f.key])
+            ),
+            (envelopes) => {
+              fields.forEach((f, i) => {
+                f.record[f.key] = envelopes[i]
+              })
             }
-            data = record
-          }
-          return {
-            id: event.id?.toLowerCase() ?? uuidv7FromMillis(recordedAt),
-            type: event.eventType.type,
-            schemaVersion: event.eventType.version,
-            data,
-            metadata: input.metadata ?? {}
-          }
-        })
-      )
-    })
+          ),
+        { discard: true }
+      ),
+      payload
+    )
+  }
 
   const appendOnce = (input: AppendInput): Effect.Effect<AppendResult, AppendError | SqlError> =>
     Effect.gen(function* () {
@@ -328,25 +371,25 @@ export const makeEventStore = Effect.gen(function* () {
         eventIds: payload.map((p) => p.id),
         recordedAt
       }
-    }).pipe(Effect.withSpan("EventStore.append", { attributes: { "stream.id": input.streamId } }))
-
-  const needsTransaction = (input: AppendInput) =>
-    input.events.some((e) => e.eventType.personalKeys.length > 0)
+    }).pipe(
+      Effect.withSpan("EventStore.append", {
+        attributes: { "stream.id": input.streamId },
+        // No call-site capture (a `new Error()` per append) on this hot path; errors keep their own.
+        captureStackTrace: false
+      })
+    )
 
   const store: EventStoreShape = {
     append: (input) =>
       Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (tx) => {
         if (Option.isSome(tx)) return appendOnce(input)
-        // Without personal data the append is a single statement: atomic on its own, one round trip.
-        const unit = needsTransaction(input) ? sql.withTransaction(appendOnce(input)) : appendOnce(input)
-        return unit.pipe(
-          Effect.retry({
-            while: (e) => e._tag === "StreamOrderingConflict",
-            schedule: Schedule.exponential("2 millis").pipe(
-              Schedule.jittered,
-              Schedule.intersect(Schedule.recurs(10))
-            )
-          }),
+        // On its own the append is one statement, atomic by itself: one round trip, no BEGIN/COMMIT.
+        // With personal data, the subject's key is looked up (or created) by one statement before
+        // it. No transaction is needed around the two: a key whose append then fails is simply
+        // reused by the next append for that subject, and an erasure that commits in between
+        // leaves data under a destroyed key — unreadable, i.e. already shredded.
+        return appendOnce(input).pipe(
+          Effect.retry({ while: (e) => e._tag === "StreamOrderingConflict", schedule: orderingRetry }),
           Effect.tap(() => signal.notify)
         )
       }),

@@ -96,6 +96,11 @@ export const isEnvelope = (value: unknown): value is Envelope =>
 export interface KeyringShape {
   /** Encrypts a JSON value for `subject`, creating the subject's key on first use. */
   readonly seal: (subject: string, value: unknown) => Effect.Effect<Envelope, SubjectForgotten | SqlError>
+  /** Encrypts several JSON values for one subject with a single key lookup. */
+  readonly sealAll: (
+    subject: string,
+    values: ReadonlyArray<unknown>
+  ) => Effect.Effect<ReadonlyArray<Envelope>, SubjectForgotten | SqlError>
   /** Decrypts envelopes; a forgotten subject's envelope becomes `Shredded`. */
   readonly open: (
     envelopes: ReadonlyArray<Envelope>
@@ -151,12 +156,15 @@ export const makeKeyring = (master: MasterKey) =>
         return unwrap(subject, winner.wrappedDek)
       })
 
+    const envelope = (dek: Buffer, subject: string, value: unknown): Envelope => ({
+      $pii: subject,
+      v: seal(dek, Buffer.from(JSON.stringify(value) ?? "null", "utf8"), subject).toString("base64")
+    })
+
     const keyring: KeyringShape = {
-      seal: (subject, value) =>
-        Effect.map(keyForWriting(subject), (dek) => ({
-          $pii: subject,
-          v: seal(dek, Buffer.from(JSON.stringify(value) ?? "null", "utf8"), subject).toString("base64")
-        })),
+      seal: (subject, value) => Effect.map(keyForWriting(subject), (dek) => envelope(dek, subject, value)),
+      sealAll: (subject, values) =>
+        Effect.map(keyForWriting(subject), (dek) => values.map((value) => envelope(dek, subject, value))),
       open: (envelopes) =>
         Effect.gen(function* () {
           if (envelopes.length === 0) return []

@@ -324,6 +324,30 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })(
       })
     )
 
+    it.effect("a failed append may leave a new subject key behind; the next append reuses it", () =>
+      Effect.gen(function* () {
+        const store = yield* EventStore
+        const c = newCustomer()
+        const attempt = (expectedVersion: 0 | 5) =>
+          store.append({
+            streamId: c.stream,
+            streamType: "customer",
+            expectedVersion,
+            events: [
+              {
+                eventType: EmailChanged,
+                data: { customerId: c.id, email: c.email, verified: false }
+              }
+            ]
+          })
+        expect((yield* Effect.flip(attempt(5)))._tag).toBe("WrongExpectedVersion")
+        expect(yield* store.streamInfo(c.stream)).toEqual(Option.none())
+        expect(Option.map(yield* keyRow(c.id), (k) => k.hasKey)).toEqual(Option.some(true))
+        yield* attempt(0)
+        expect(((yield* store.readStream(c.stream))[0]?.data as { email?: unknown }).email).toBe(c.email)
+      })
+    )
+
     it.effect("forgetting a subject that never had personal data still blocks it for the future", () =>
       Effect.gen(function* () {
         const store = yield* EventStore
