@@ -1,0 +1,429 @@
+/**
+ * Durable timed work (webhook retries, scheduled notifications, expiries, renewals) in
+ * `processors.due_work`. Workers claim due rows with `FOR UPDATE SKIP LOCKED` and a lease in one short
+ * statement, run the handler (the I/O) outside any transaction, then record the outcome in a second
+ * short transaction fenced by `claim_token`: a worker whose lease expired and was taken over records
+ * nothing. A crash loses nothing — an expired claim is reclaimed (at-least-once). `$now` always comes
+ * from Effect's Clock.
+ */
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Clock, Context, Duration, Effect, FiberSet, Layer, Option, Queue, type Scope } from "effect"
+import type { AppConfig } from "../config.js"
+import { makeAppendSignal } from "../eventstore/AppendSignal.js"
+import { uuidv7 } from "../kernel/Uuid.js"
+import { resolveOwner } from "./Lease.js"
+import { causeMessage, type Processor } from "./Supervisor.js"
+
+export type DueStatus = "pending" | "claimed" | "done" | "failed" | "cancelled"
+
+export interface DueItem {
+  readonly id: string
+  readonly kind: string
+  readonly key: string
+  readonly payload: unknown
+  readonly dueAt: Date
+  readonly status: DueStatus
+  /** Claims so far (the current one included while claimed). */
+  readonly attempts: number
+  readonly claimedBy: string | null
+  /** Fencing token of the current claim. */
+  readonly claimToken: number
+  readonly leaseUntil: Date | null
+  readonly lastError: string | null
+  readonly createdAt: Date
+  readonly updatedAt: Date
+  readonly completedAt: Date | null
+}
+
+export interface ScheduleInput {
+  readonly kind: string
+  readonly key: string
+  readonly dueAt: Date
+  readonly payload?: unknown
+  /** Re-arm an item that is done, failed or cancelled (as new: attempts reset). */
+  readonly replace?: boolean
+}
+
+/**
+ * What a handler decided. `inTransaction` runs in the outcome's transaction (e.g. appending the
+ * events that record it), so the outcome and its writes commit together — or not at all.
+ */
+export type DueOutcome<E = never, R = never> =
+  | { readonly _tag: "Done"; readonly inTransaction?: Effect.Effect<void, E, R> }
+  | {
+      readonly _tag: "Retry"
+      readonly at: Date
+      readonly error: string
+      readonly inTransaction?: Effect.Effect<void, E, R>
+    }
+  | { readonly _tag: "Failed"; readonly error: string; readonly inTransaction?: Effect.Effect<void, E, R> }
+
+interface InTransaction<E, R> {
+  readonly inTransaction?: Effect.Effect<void, E, R>
+}
+
+const withEffect = <E, R>(options: InTransaction<E, R> | undefined) =>
+  options?.inTransaction === undefined ? {} : { inTransaction: options.inTransaction }
+
+export const DueOutcome = {
+  done: <E = never, R = never>(options?: InTransaction<E, R>): DueOutcome<E, R> => ({
+    _tag: "Done",
+    ...withEffect(options)
+  }),
+  /** Back to pending, due again at `at`. */
+  retry: <E = never, R = never>(
+    options: { readonly at: Date; readonly error: string } & InTransaction<E, R>
+  ): DueOutcome<E, R> => ({ _tag: "Retry", at: options.at, error: options.error, ...withEffect(options) }),
+  failed: <E = never, R = never>(
+    options: { readonly error: string } & InTransaction<E, R>
+  ): DueOutcome<E, R> => ({
+    _tag: "Failed",
+    error: options.error,
+    ...withEffect(options)
+  })
+}
+
+export interface ClaimOptions {
+  readonly kinds: ReadonlyArray<string>
+  readonly limit: number
+  readonly owner: string
+  readonly leaseTtl: Duration.DurationInput
+}
+
+export interface DueWorkStats {
+  readonly kind: string
+  readonly pending: number
+  /** Pending and already due (the backlog). */
+  readonly due: number
+  readonly claimed: number
+  /** Claims whose lease ran out (a crashed or stuck worker). */
+  readonly expiredClaims: number
+  readonly failed: number
+  /** Oldest due time among pending items that are due. */
+  readonly oldestDueAt: Date | null
+}
+
+export interface DueWorkShape {
+  /**
+   * Idempotent on (kind, key): a pending item gets the new due time and payload; a claimed item is
+   * left alone; a done, failed or cancelled item is left alone unless `replace`. Returns the item as
+   * it now stands. Outside a transaction it wakes local workers; inside one, call `wake` after commit.
+   */
+  readonly schedule: (input: ScheduleInput) => Effect.Effect<DueItem, SqlError>
+  /** Cancels a pending or claimed item (a running worker's outcome is then ignored). */
+  readonly cancel: (kind: string, key: string) => Effect.Effect<boolean, SqlError>
+  readonly get: (kind: string, key: string) => Effect.Effect<Option.Option<DueItem>, SqlError>
+  /** Claims due items (and items whose claim expired) for `owner`. */
+  readonly claim: (options: ClaimOptions) => Effect.Effect<ReadonlyArray<DueItem>, SqlError>
+  /** Extends a claim's lease (heartbeat). False when the claim is no longer ours. */
+  readonly extend: (item: DueItem, leaseTtl: Duration.DurationInput) => Effect.Effect<boolean, SqlError>
+  /**
+   * Records the outcome of a claim, fenced by its claim token, with its `inTransaction` writes.
+   * False (and nothing written) when the claim was taken over or cancelled meanwhile.
+   */
+  readonly complete: <E, R>(
+    item: DueItem,
+    outcome: DueOutcome<E, R>
+  ) => Effect.Effect<boolean, E | SqlError, R>
+  /** Gives a claim back (pending again, same due time), e.g. on shutdown. */
+  readonly release: (item: DueItem) => Effect.Effect<boolean, SqlError>
+  readonly stats: (kinds?: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<DueWorkStats>, SqlError>
+  /** Wakes local workers now. */
+  readonly wake: Effect.Effect<void>
+  readonly listen: Effect.Effect<Queue.Dequeue<void>, never, Scope.Scope>
+}
+
+export class DueWork extends Context.Tag("processors/DueWork")<DueWork, DueWorkShape>() {}
+
+const COLUMNS = `id, kind, key, payload, due_at AS "dueAt", status, attempts, claimed_by AS "claimedBy",
+  claim_token AS "claimToken", lease_until AS "leaseUntil", last_error AS "lastError",
+  created_at AS "createdAt", updated_at AS "updatedAt", completed_at AS "completedAt"`
+
+const byDueAt = (a: DueItem, b: DueItem) => a.dueAt.getTime() - b.dueAt.getTime()
+
+export const makeDueWork = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const signal = yield* makeAppendSignal
+  const columns = sql.literal(COLUMNS)
+  const columnsOf = (alias: string) =>
+    sql.literal(
+      COLUMNS.split(",")
+        .map((c) => `${alias}.${c.trim()}`)
+        .join(", ")
+    )
+  const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
+  const inTransaction = Effect.map(Effect.serviceOption(SqlClient.TransactionConnection), Option.isSome)
+
+  const get = (kind: string, key: string) =>
+    Effect.map(
+      sql<DueItem>`SELECT ${columns} FROM processors.due_work WHERE kind = ${kind} AND key = ${key}`,
+      (rows) => Option.fromNullable(rows[0])
+    )
+
+  const service: DueWorkShape = {
+    schedule: (input) =>
+      Effect.gen(function* () {
+        const at = yield* now
+        const id = yield* uuidv7
+        const replace = input.replace === true
+        const rows = yield* sql<DueItem>`
+          INSERT INTO processors.due_work AS d (id, kind, key, payload, due_at, status, created_at, updated_at)
+          VALUES (${id}, ${input.kind}, ${input.key}, ${JSON.stringify(input.payload ?? {})}::jsonb,
+                  ${input.dueAt}, 'pending', ${at}, ${at})
+          ON CONFLICT (kind, key) DO UPDATE
+            SET payload = EXCLUDED.payload, due_at = EXCLUDED.due_at, status = 'pending',
+                attempts = CASE WHEN ${replace}::boolean THEN 0 ELSE d.attempts END,
+                last_error = CASE WHEN ${replace}::boolean THEN NULL ELSE d.last_error END,
+                claimed_by = NULL, lease_until = NULL, completed_at = NULL, updated_at = EXCLUDED.updated_at
+            WHERE d.status = 'pending'
+               OR (${replace}::boolean AND d.status IN ('done', 'failed', 'cancelled'))
+          RETURNING ${columnsOf("d")}`
+        const row = rows[0]
+        if (!(yield* inTransaction)) yield* signal.notify
+        if (row) return row
+        const existing = yield* get(input.kind, input.key)
+        if (Option.isNone(existing)) return yield* Effect.dieMessage("due_work row vanished during schedule")
+        return existing.value
+      }),
+
+    cancel: (kind, key) =>
+      Effect.gen(function* () {
+        const at = yield* now
+        const rows = yield* sql`
+          UPDATE processors.due_work
+             SET status = 'cancelled', claim_token = claim_token + 1, lease_until = NULL,
+                 completed_at = ${at}, updated_at = ${at}
+           WHERE kind = ${kind} AND key = ${key} AND status IN ('pending', 'claimed')
+          RETURNING 1 AS ok`
+        return rows.length > 0
+      }),
+
+    get,
+
+    claim: (options) =>
+      Effect.gen(function* () {
+        if (options.limit <= 0 || options.kinds.length === 0) return []
+        const at = yield* now
+        const until = new Date(at.getTime() + Duration.toMillis(options.leaseTtl))
+        const kinds = [...options.kinds]
+        // One statement = one short transaction; never interrupted, so a claim the database made is
+        // never lost to us. Each branch scans its own partial index.
+        const rows = yield* Effect.uninterruptible(sql<DueItem>`
+          WITH expired AS (
+            SELECT id FROM processors.due_work
+             WHERE status = 'claimed' AND lease_until < ${at} AND kind = ANY(${kinds})
+             ORDER BY lease_until LIMIT ${options.limit} FOR UPDATE SKIP LOCKED
+          ), due AS (
+            SELECT id FROM processors.due_work
+             WHERE status = 'pending' AND due_at <= ${at} AND kind = ANY(${kinds})
+             ORDER BY due_at LIMIT ${options.limit} FOR UPDATE SKIP LOCKED
+          ), picked AS (
+            SELECT id FROM (SELECT id FROM expired UNION ALL SELECT id FROM due) AS c LIMIT ${options.limit}
+          )
+          UPDATE processors.due_work d
+             SET status = 'claimed', claimed_by = ${options.owner}, claim_token = d.claim_token + 1,
+                 lease_until = ${until}, attempts = d.attempts + 1, updated_at = ${at}
+            FROM picked WHERE d.id = picked.id
+          RETURNING ${columnsOf("d")}`)
+        return [...rows].sort(byDueAt)
+      }),
+
+    extend: (item, leaseTtl) =>
+      Effect.gen(function* () {
+        const at = yield* now
+        const until = new Date(at.getTime() + Duration.toMillis(leaseTtl))
+        const rows = yield* sql`
+          UPDATE processors.due_work SET lease_until = ${until}, updated_at = ${at}
+           WHERE id = ${item.id} AND claim_token = ${item.claimToken} AND status = 'claimed'
+          RETURNING 1 AS ok`
+        return rows.length > 0
+      }),
+
+    // Short and never interrupted: an outcome whose I/O already happened is recorded, not lost.
+    complete: (item, outcome) =>
+      sql
+        .withTransaction(
+          Effect.gen(function* () {
+            const at = yield* now
+            const fence = sql`id = ${item.id} AND claim_token = ${item.claimToken} AND status = 'claimed'`
+            const rows =
+              outcome._tag === "Done"
+                ? yield* sql`UPDATE processors.due_work
+                  SET status = 'done', lease_until = NULL, completed_at = ${at}, updated_at = ${at}
+                  WHERE ${fence} RETURNING 1 AS ok`
+                : outcome._tag === "Retry"
+                  ? yield* sql`UPDATE processors.due_work
+                    SET status = 'pending', due_at = ${outcome.at}, last_error = ${outcome.error},
+                        claimed_by = NULL, lease_until = NULL, updated_at = ${at}
+                    WHERE ${fence} RETURNING 1 AS ok`
+                  : yield* sql`UPDATE processors.due_work
+                    SET status = 'failed', last_error = ${outcome.error}, lease_until = NULL,
+                        completed_at = ${at}, updated_at = ${at}
+                    WHERE ${fence} RETURNING 1 AS ok`
+            if (rows.length === 0) return false
+            if (outcome.inTransaction) yield* outcome.inTransaction
+            return true
+          })
+        )
+        .pipe(Effect.uninterruptible),
+
+    release: (item) =>
+      Effect.gen(function* () {
+        const at = yield* now
+        const rows = yield* sql`
+          UPDATE processors.due_work SET status = 'pending', claimed_by = NULL, lease_until = NULL, updated_at = ${at}
+           WHERE id = ${item.id} AND claim_token = ${item.claimToken} AND status = 'claimed'
+          RETURNING 1 AS ok`
+        return rows.length > 0
+      }),
+
+    stats: (kinds) =>
+      Effect.gen(function* () {
+        const at = yield* now
+        const filter = kinds && kinds.length > 0 ? sql`WHERE kind = ANY(${[...kinds]})` : sql``
+        return yield* sql<DueWorkStats>`
+          SELECT kind,
+                 count(*) FILTER (WHERE status = 'pending') AS pending,
+                 count(*) FILTER (WHERE status = 'pending' AND due_at <= ${at}) AS due,
+                 count(*) FILTER (WHERE status = 'claimed') AS claimed,
+                 count(*) FILTER (WHERE status = 'claimed' AND lease_until < ${at}) AS "expiredClaims",
+                 count(*) FILTER (WHERE status = 'failed') AS failed,
+                 min(due_at) FILTER (WHERE status = 'pending' AND due_at <= ${at}) AS "oldestDueAt"
+            FROM processors.due_work ${filter} GROUP BY kind ORDER BY kind`
+      }),
+
+    wake: signal.notify,
+    listen: signal.listen
+  }
+  return service
+})
+
+export const DueWorkLive = Layer.effect(DueWork, makeDueWork)
+
+export interface DueWorkerOptions<E, R, OE, OR> {
+  /** Processor name (default `due-work:<kinds>`). */
+  readonly name?: string
+  readonly kinds: ReadonlyArray<string>
+  /** Items handled at once by this worker (default 4). */
+  readonly concurrency?: number
+  /** Claim lease (default 60 s); extended every third of it while the handler runs. */
+  readonly leaseTtl?: Duration.DurationInput
+  /** Claim owner (default `AppConfig.instanceId`). */
+  readonly owner?: string
+  /** Longest idle wait between polls (default 500 ms); a local `schedule` wakes the worker at once. */
+  readonly pollInterval?: Duration.DurationInput
+  /** Give up (status `failed`) after this many attempts that ended in an unexpected error. */
+  readonly maxAttempts?: number
+  /** Delay before retrying after an unexpected error (default 1 s doubling per attempt, ≤ 1 h). */
+  readonly retryDelay?: (attempts: number) => Duration.DurationInput
+  /**
+   * Runs outside any transaction (the I/O). An unexpected failure or defect is logged and retried
+   * after `retryDelay`; return `DueOutcome.retry` / `failed` for expected ones.
+   */
+  readonly handle: (item: DueItem) => Effect.Effect<DueOutcome<OE, OR>, E, R>
+}
+
+const defaultRetryDelay = (attempts: number): Duration.DurationInput =>
+  Duration.millis(Math.min(1000 * 2 ** Math.max(0, attempts - 1), 3_600_000))
+
+/** A worker processor: claims due items of `kinds` and runs `handle` on each. */
+export const dueWorker = <E, R, OE = never, OR = never>(
+  options: DueWorkerOptions<E, R, OE, OR>
+): Processor<R | OR | DueWork | AppConfig> => {
+  const concurrency = Math.max(1, options.concurrency ?? 4)
+  const leaseTtl = options.leaseTtl ?? "60 seconds"
+  const heartbeatMs = Math.max(1, Math.floor(Duration.toMillis(leaseTtl) / 3))
+  const minPoll = 10
+  const maxPoll = Math.max(minPoll, Duration.toMillis(options.pollInterval ?? "500 millis"))
+  const retryDelay = options.retryDelay ?? defaultRetryDelay
+  const name = options.name ?? `due-work:${options.kinds.join(",")}`
+
+  const run = Effect.gen(function* () {
+    const work = yield* DueWork
+    const owner = yield* resolveOwner(options.owner)
+    const wake = yield* work.listen
+    const freed = yield* Queue.sliding<void>(1)
+    const fibers = yield* FiberSet.make()
+    let inFlight = 0
+
+    const heartbeat = (item: DueItem): Effect.Effect<never> =>
+      Effect.sleep(Duration.millis(heartbeatMs)).pipe(
+        // A transient error must not abort the handler: try again at the next beat.
+        Effect.zipRight(
+          Effect.uninterruptible(work.extend(item, leaseTtl)).pipe(Effect.orElseSucceed(() => true))
+        ),
+        // A claim taken over (or cancelled) is not ours to extend; its outcome will be ignored.
+        Effect.flatMap((held) => (held ? heartbeat(item) : Effect.never))
+      )
+
+    const unexpected = (item: DueItem, message: string) =>
+      Effect.gen(function* () {
+        const at = yield* Clock.currentTimeMillis
+        return options.maxAttempts !== undefined && item.attempts >= options.maxAttempts
+          ? DueOutcome.failed({ error: message })
+          : DueOutcome.retry({
+              at: new Date(at + Duration.toMillis(retryDelay(item.attempts))),
+              error: message
+            })
+      })
+
+    const processItem = (item: DueItem) =>
+      Effect.gen(function* () {
+        const handled = yield* Effect.exit(Effect.raceFirst(options.handle(item), heartbeat(item)))
+        if (handled._tag === "Success") {
+          const recorded = yield* Effect.exit(work.complete(item, handled.value))
+          if (recorded._tag === "Success") {
+            if (!recorded.value) yield* Effect.logWarning(`claim of ${item.kind}/${item.key} was taken over`)
+            return
+          }
+          yield* Effect.logError(`recording the outcome of ${item.kind}/${item.key} failed`, recorded.cause)
+          yield* work.complete(item, yield* unexpected(item, causeMessage(recorded.cause)))
+          return
+        }
+        yield* Effect.logWarning(`handling ${item.kind}/${item.key} failed`, handled.cause)
+        yield* work.complete(item, yield* unexpected(item, causeMessage(handled.cause)))
+      }).pipe(
+        // Shutdown: give the claim back rather than waiting for its lease to run out.
+        Effect.onInterrupt(() => work.release(item).pipe(Effect.ignore)),
+        Effect.catchAllCause((cause) =>
+          Effect.logError(`due work ${item.kind}/${item.key}: outcome not recorded`, cause)
+        ),
+        Effect.annotateLogs({ "due.kind": item.kind, "due.key": item.key }),
+        Effect.withSpan("due_work.handle", { attributes: { "due.kind": item.kind, "due.id": item.id } })
+      )
+
+    let delay = minPoll
+    while (true) {
+      const free = concurrency - inFlight
+      if (free === 0) {
+        yield* Queue.take(freed)
+        continue
+      }
+      const items = yield* work.claim({ kinds: options.kinds, limit: free, owner, leaseTtl })
+      for (const item of items) {
+        inFlight++
+        yield* FiberSet.run(
+          fibers,
+          processItem(item).pipe(
+            Effect.ensuring(
+              Effect.suspend(() => {
+                inFlight--
+                return Queue.offer(freed, undefined)
+              })
+            )
+          )
+        )
+      }
+      if (items.length === free) {
+        delay = minPoll
+        continue
+      }
+      if (items.length > 0) delay = minPoll
+      yield* Effect.raceAll([Queue.take(wake), Queue.take(freed), Effect.sleep(Duration.millis(delay))])
+      delay = Math.min(delay * 2, maxPoll)
+    }
+  }).pipe(Effect.scoped, Effect.annotateLogs("processor", name))
+
+  return { name, run }
+}
