@@ -93,7 +93,10 @@ export const acquire = (
     })
   })
 
-/** Extends a lease we hold (heartbeat). Fails with `LeaseLost` if another owner took it over. */
+/**
+ * Extends a lease we hold (heartbeat). Fails with `LeaseLost` if another owner took it over or the
+ * subscription was paused.
+ */
 export const renew = (
   lease: Lease,
   ttl: Duration.DurationInput
@@ -104,7 +107,7 @@ export const renew = (
     const rows = yield* sql<{ leaseUntil: Date }>`
       UPDATE event_store.subscriptions SET lease_until = ${until}, updated_at = ${now}
        WHERE subscription_id = ${lease.subscriptionId} AND owner = ${lease.owner}
-         AND generation = ${lease.generation}
+         AND generation = ${lease.generation} AND status <> 'paused'
       RETURNING lease_until AS "leaseUntil"`
     const row = rows[0]
     if (!row) return yield* lostError(lease)

@@ -59,11 +59,15 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("Lease", 
     )
   )
 
-  it.effect("a paused subscription is never taken", () =>
+  it.effect("a paused subscription is never taken, and its holder loses it at the next heartbeat", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       yield* sql`INSERT INTO event_store.subscriptions (subscription_id, status) VALUES ('lease-paused', 'paused')`
       expect(Option.isNone(yield* acquire("lease-paused", { owner: "a", ttl }))).toBe(true)
+
+      const held = yield* take("lease-pausing", "a")
+      yield* sql`UPDATE event_store.subscriptions SET status = 'paused' WHERE subscription_id = 'lease-pausing'`
+      expect(yield* Effect.flip(renew(held, ttl))).toBeInstanceOf(LeaseLost)
     })
   )
 
