@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Option, Ref, Scope, TestClock } from "effect"
+import { Cause, Effect, Exit, HashMap, Layer, Logger, Option, Ref, Scope, TestClock } from "effect"
 import {
   makeSupervisor,
   type ProcessorStatus,
@@ -117,6 +117,30 @@ describe("Supervisor", () => {
       const returns = yield* statusOf(sup, "returns")
       expect(returns.lastError).toBe("returned")
       expect(returns.restarts).toBeGreaterThan(3)
+    })
+  )
+
+  it.scoped("logs each failure as an error, with the processor's name and the cause", () =>
+    Effect.gen(function* () {
+      const logs: Array<{ level: string; message: unknown; processor: unknown; cause: string }> = []
+      const capture = Logger.make(({ logLevel, message, annotations, cause }) => {
+        logs.push({
+          level: logLevel.label,
+          message,
+          processor: HashMap.get(annotations, "processor").pipe(Option.getOrUndefined),
+          cause: Cause.pretty(cause)
+        })
+      })
+      const sup = yield* makeSupervisor()
+      yield* sup
+        .start([processor("noisy", Effect.fail(new Error("kaput")))])
+        .pipe(Effect.provide(Logger.add(capture)))
+      yield* settle
+      const [entry] = logs
+      expect(entry?.level).toBe("ERROR")
+      expect(entry?.processor).toBe("noisy")
+      expect(String(entry?.message)).toContain("processor noisy failed")
+      expect(entry?.cause).toContain("kaput")
     })
   )
 
