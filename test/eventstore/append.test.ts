@@ -5,11 +5,11 @@
 import { randomUUID } from "node:crypto"
 import { SqlClient } from "@effect/sql"
 import { layer } from "@effect/vitest"
-import { Effect, Option, Schema, TestClock, TestContext } from "effect"
+import { Effect, Option, Schema, TestClock, TestContext, Tracer } from "effect"
 import { expect } from "vitest"
 import * as Checkpoint from "../../src/eventstore/Checkpoint.js"
 import { type EventMetadata, EventStore, type StoredEvent } from "../../src/eventstore/EventStore.js"
-import { defineEvent } from "../../src/eventstore/EventType.js"
+import { defineEvent, Personal } from "../../src/eventstore/EventType.js"
 import { UUID_PATTERN, uuidv7Millis } from "../../src/kernel/Uuid.js"
 import { TestPersistence } from "../support/database.js"
 
@@ -24,6 +24,32 @@ const Closed = defineEvent("account.closed", { schema: Schema.Struct({ reason: S
 const accountId = () => `account-${randomUUID()}`
 const opened = (owner = "ann") => ({ eventType: Opened, data: { owner, currency: "EUR" } })
 const deposited = (amount: number) => ({ eventType: Deposited, data: { amount } })
+
+/** Runs `effect` and counts the SQL statements it sends (@effect/sql opens one "sql.execute" span each). */
+const countStatements = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    const native = yield* Effect.tracer
+    let statements = 0
+    const counting = Tracer.make({
+      span: (name, parent, context, links, startTime, kind, options) => {
+        if (name === "sql.execute") statements++
+        return native.span(name, parent, context, links, startTime, kind, options)
+      },
+      context: (f, fiber) => native.context(f, fiber)
+    })
+    const result = yield* Effect.withTracer(effect, counting)
+    return { result, statements }
+  })
+
+const Profiled = defineEvent("account.profiled", {
+  schema: Schema.Struct({
+    owner: Schema.String,
+    email: Personal(Schema.String),
+    phone: Personal(Schema.String),
+    tier: Schema.String
+  }),
+  subject: (d) => d.owner
+})
 
 /** Reads the whole feed from `after` and returns every event plus the final checkpoint. */
 const drain = (after: Checkpoint.Checkpoint = Checkpoint.origin, limit = 1000) =>
@@ -355,5 +381,59 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("EventSto
         WHERE stream_id = ${id} AND stream_version = 3`
       expect(rest.events[0]?.transactionId).toBe(row?.xid)
     })
+  )
+
+  it.effect(
+    "an append is one SQL statement (one round trip); personal data adds a key lookup per subject",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* EventStore
+        const id = accountId()
+        const plain = yield* countStatements(
+          store.append({
+            streamId: id,
+            streamType: "account",
+            expectedVersion: "no_stream",
+            events: [opened(), deposited(1), deposited(2)]
+          })
+        )
+        expect(plain.result.version).toBe(3)
+        expect(plain.statements).toBe(1)
+        const next = yield* countStatements(
+          store.append({ streamId: id, streamType: "account", expectedVersion: 3, events: [deposited(3)] })
+        )
+        expect(next.statements).toBe(1)
+        // Two events with two personal fields each, one subject: one key lookup + the append — and,
+        // the first time the subject is seen, one statement creating its key.
+        const owner = `owner-${randomUUID()}`
+        const profiled = {
+          eventType: Profiled,
+          data: { owner, email: "a@example.com", phone: "+1", tier: "gold" }
+        }
+        const firstTime = yield* countStatements(
+          store.append({
+            streamId: id,
+            streamType: "account",
+            expectedVersion: 4,
+            events: [profiled, profiled]
+          })
+        )
+        expect(firstTime.statements).toBe(3)
+        const personal = yield* countStatements(
+          store.append({
+            streamId: id,
+            streamType: "account",
+            expectedVersion: 6,
+            events: [profiled, profiled]
+          })
+        )
+        expect(personal.statements).toBe(2)
+        // readAll and readStream are one statement each.
+        expect(
+          (yield* countStatements(store.readAll({ after: Checkpoint.origin, limit: 10 }))).statements
+        ).toBe(1)
+        // readStream of events with personal data: + one key lookup for the whole batch.
+        expect((yield* countStatements(store.readStream(id))).statements).toBe(2)
+      })
   )
 })
