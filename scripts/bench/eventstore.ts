@@ -8,7 +8,8 @@
  *
  *   (a) raw reference: single-row INSERT into a plain `(id identity pk, data jsonb)` table, one row per
  *       transaction (autocommit), at 1 and 8 connections; and 10 rows per statement at 8;
- *   (b) `EventStore.append` of 1 event to a new stream (`no_stream`) per transaction, 1 and 8 fibers;
+ *   (b) `EventStore.append` of 1 event to a new stream (`no_stream`) per transaction, 1 and 8 fibers
+ *       (and, as a reference, the same `append_events` statement sent directly at 8 connections);
  *   (c) append of 10 events per transaction at 8 fibers;
  *   (d) catch-up: `readAll` from the origin in batches of 1000 over everything written (reference:
  *       keyset scan of the raw table in batches of 1000); median of three passes;
@@ -18,7 +19,7 @@
  * and prints a markdown table with the raw-INSERT reference and the targets. It stops by itself.
  */
 import { randomBytes } from "node:crypto"
-import { cpus } from "node:os"
+import { cpus, loadavg } from "node:os"
 import { performance } from "node:perf_hooks"
 import { NodeRuntime } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
@@ -32,6 +33,7 @@ import { EventStore, type NewEvent } from "../../src/eventstore/EventStore.js"
 import { defineEvent } from "../../src/eventstore/EventType.js"
 import { defineProjection } from "../../src/kernel/Projection.js"
 import { rebuildProjection } from "../../src/kernel/Rebuild.js"
+import { uuidv7FromMillis } from "../../src/kernel/Uuid.js"
 
 // ---------------------------------------------------------------------------------------------------
 // Settings
@@ -219,6 +221,25 @@ const appendToNewStream = (eventsPerTx: number) =>
     )
   })
 
+/** The append statement alone, through the same client: what the database costs without EventStore code. */
+const appendStatementOnly = Effect.flatMap(SqlClient.SqlClient, (sql) => {
+  const n = sequence++
+  const events = JSON.stringify([
+    {
+      id: uuidv7FromMillis(Date.now()),
+      type: Recorded.type,
+      schemaVersion: 1,
+      data: payload(n),
+      metadata: {}
+    }
+  ])
+  return Effect.as(
+    sql`SELECT outcome FROM event_store.append_events(${`bench-${runId}-sql-${n}`}, ${"bench"}, ${-1},
+      ${events}::jsonb, ${new Date()})`,
+    1
+  )
+})
+
 const rawInsert = (rows: number) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) => {
     if (rows === 1)
@@ -306,6 +327,11 @@ const median = <A>(results: ReadonlyArray<A>, by: (a: A) => number): A => {
   return middle
 }
 
+const loadAverage = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" / ")
+
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
 const ms = (n: number) => `${n.toFixed(2)} ms`
 const status = (value: number, target: number) => (value >= target ? "met" : "NOT met")
@@ -320,7 +346,8 @@ const program = Effect.gen(function* () {
     current_setting('synchronous_commit') AS sync`
   yield* Console.log(
     `bench: ${info.kind === "postgres" ? `PostgreSQL ${server?.version}` : `embedded PGlite (PostgreSQL ${server?.version}, one connection)`}, ` +
-      `synchronous_commit=${server?.sync}, ${cpus().length} CPUs, ${seconds} s per measurement, Node ${process.version}`
+      `synchronous_commit=${server?.sync}, ${cpus().length} CPUs, ${seconds} s per measurement, Node ${process.version}, ` +
+      `load average ${loadAverage()}`
   )
   yield* sql`CREATE TABLE bench_raw (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, data jsonb NOT NULL)`
   yield* sql`CREATE TABLE bench_stream_versions (stream_id text PRIMARY KEY, version bigint NOT NULL,
@@ -345,6 +372,10 @@ const program = Effect.gen(function* () {
   const append8 = yield* step(
     `append 1 event/tx (no_stream), ${CONCURRENCY} fibers`,
     measure(CONCURRENCY, seconds, appendToNewStream(1))
+  )
+  const statement8 = yield* step(
+    `append_events statement only, ${CONCURRENCY} connections`,
+    measure(CONCURRENCY, seconds, appendStatementOnly)
   )
   const append8x10 = yield* step(
     `append 10 events/tx (no_stream), ${CONCURRENCY} fibers`,
@@ -415,6 +446,13 @@ const program = Effect.gen(function* () {
       status(append8.opsPerSecond, TARGETS.appendTxPerSecond8)
     ],
     [
+      `(b) ref: append_events statement alone, ${CONCURRENCY} conns`,
+      `${fmt(statement8.opsPerSecond)} tx/s (p50 ${ms(statement8.p50Ms)}) — same SQL, no EventStore code`,
+      `${fmt(raw8.unitsPerSecond)} rows/s`,
+      "—",
+      ""
+    ],
+    [
       `(c) append 10 events/tx, ${CONCURRENCY} fibers`,
       `${fmt(append8x10.unitsPerSecond)} events/s (${fmt(append8x10.opsPerSecond)} tx/s, p50 ${ms(append8x10.p50Ms)})`,
       `${fmt(raw8x10.unitsPerSecond)} rows/s (10/tx)`,
@@ -443,6 +481,9 @@ const program = Effect.gen(function* () {
   yield* Console.log(`|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`)
   for (const r of rows.slice(1)) yield* Console.log(line(r))
   yield* Console.log("")
+  yield* Console.log(
+    `load average at the end: ${loadAverage()} (other processes on the machine skew every number)`
+  )
   yield* Console.log(
     `rebuild check: ${fmt(check?.streams ?? 0)} streams, ${fmt(check?.events ?? 0)} events projected ` +
       `(${fmt(read.events)} in the store)`
