@@ -196,14 +196,14 @@ const isUniqueViolation = (error: SqlError, constraint: string): boolean => {
   return cause?.code === "23505" && cause.constraint === constraint
 }
 
-// recorded_at travels as epoch milliseconds: parsing timestamptz text in the driver was the largest
-// single cost of a catch-up read (it is written from a JS Date, so milliseconds are exact).
 /** Retries of a standalone append that lost the per-stream ordering guard to a newer transaction. */
 const orderingRetry = Schedule.exponential("2 millis").pipe(
   Schedule.jittered,
   Schedule.intersect(Schedule.recurs(10))
 )
 
+// recorded_at travels as epoch milliseconds: parsing timestamptz text in the driver was the largest
+// single cost of a catch-up read (it is written from a JS Date, so milliseconds are exact).
 const EVENT_COLUMNS = `global_position AS "globalPosition", transaction_id::text AS "transactionId",
   stream_id AS "streamId", stream_version AS "streamVersion", event_id::text AS "eventId",
   event_type AS "type", schema_version AS "schemaVersion", data, metadata,
