@@ -344,7 +344,8 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })(
         expect(yield* store.streamInfo(c.stream)).toEqual(Option.none())
         expect(Option.map(yield* keyRow(c.id), (k) => k.hasKey)).toEqual(Option.some(true))
         yield* attempt(0)
-        expect(((yield* store.readStream(c.stream))[0]?.data as { email?: unknown }).email).toBe(c.email)
+        const [written] = yield* store.readStream(c.stream)
+        expect((written?.data as { email?: unknown } | undefined)?.email).toBe(c.email)
       })
     )
 
