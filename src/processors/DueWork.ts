@@ -420,8 +420,12 @@ export const dueWorker = <E, R, OE = never, OR = never>(
         continue
       }
       if (items.length > 0) delay = minPoll
-      yield* Effect.raceAll([Queue.take(wake), Queue.take(freed), Effect.sleep(Duration.millis(delay))])
-      delay = Math.min(delay * 2, maxPoll)
+      const woken = yield* Effect.raceAll([
+        Effect.as(Queue.take(wake), true),
+        Effect.as(Queue.take(freed), false),
+        Effect.as(Effect.sleep(Duration.millis(delay)), false)
+      ])
+      delay = woken ? minPoll : Math.min(delay * 2, maxPoll)
     }
   }).pipe(Effect.scoped, Effect.annotateLogs("processor", name))
 

@@ -176,8 +176,14 @@ export function subscriptionProcessor<E, R>(
           delay = minPoll
           if (batch.rows.length >= batchSize) continue
         }
-        yield* Effect.raceFirst(Queue.take(wake), Effect.sleep(Duration.millis(delay)))
-        if (batch.rows.length === 0) delay = Math.min(delay * 2, maxPoll)
+        const woken = yield* Effect.raceFirst(
+          Effect.as(Queue.take(wake), true),
+          Effect.as(Effect.sleep(Duration.millis(delay)), false)
+        )
+        // A wake-up means work exists, though an older transaction still running anywhere on the
+        // server can keep it invisible for a moment: poll fast again rather than go back to idle.
+        if (woken) delay = minPoll
+        else if (batch.rows.length === 0) delay = Math.min(delay * 2, maxPoll)
       }
     })
 

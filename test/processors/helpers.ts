@@ -1,5 +1,5 @@
 /** Helpers shared by the processor tests. */
-import { Duration, Effect, TestContext, TestServices } from "effect"
+import { Duration, Effect, TestClock, TestContext, TestServices } from "effect"
 
 /** Runs `effect` under a fresh TestClock (layers built with `excludeTestServices` run live). */
 export const withTestClock = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
@@ -28,3 +28,13 @@ export const settle = Effect.repeatN(Effect.yieldNow(), 50)
 /** A live-clock pause (under TestClock too). */
 export const liveSleep = (duration: Duration.DurationInput) =>
   TestServices.provideLive(Effect.sleep(duration))
+
+/**
+ * `eventually` under the TestClock, advancing it a little on each try so that loops polling on the
+ * clock make progress (a commit can stay invisible to the gap-safe reader while an older
+ * transaction anywhere on the server is still running).
+ */
+export const nudging = <E, R>(
+  check: Effect.Effect<boolean, E, R>,
+  step: Duration.DurationInput = "10 millis"
+) => eventually(Effect.zipRight(TestClock.adjust(step), check))
