@@ -12,6 +12,13 @@ export interface Processor<R = never> {
   readonly run: Effect.Effect<void, unknown, R>
 }
 
+/** The services a processor (or a union of processors) needs. */
+export type ProcessorContext<P> = P extends Processor<infer R> ? R : never
+
+/** `p.run` typed with the context extracted from `P` (TypeScript cannot relate the two itself). */
+const runOf = <P extends Processor<unknown>>(p: P) =>
+  p.run as Effect.Effect<void, unknown, ProcessorContext<P>>
+
 export const processor = <R>(name: string, run: Effect.Effect<void, unknown, R>): Processor<R> => ({
   name,
   run
@@ -45,7 +52,9 @@ export interface SupervisorShape {
    * Forks each processor in the current scope; closing the scope stops them. Names must be unique
    * among processors that have not stopped.
    */
-  readonly start: <R>(processors: ReadonlyArray<Processor<R>>) => Effect.Effect<void, never, R | Scope.Scope>
+  readonly start: <P extends Processor<unknown>>(
+    processors: ReadonlyArray<P>
+  ) => Effect.Effect<void, never, ProcessorContext<P> | Scope.Scope>
   /** Every processor started so far, in start order (stopped ones included). */
   readonly status: Effect.Effect<ReadonlyArray<ProcessorStatus>>
   readonly statusOf: (name: string) => Effect.Effect<Option.Option<ProcessorStatus>>
@@ -145,7 +154,7 @@ export const makeSupervisor = (options: SupervisorOptions = {}) =>
           (p) =>
             Effect.flatMap(register(p.name), (fresh) =>
               fresh
-                ? Effect.asVoid(Effect.forkScoped(supervise(p)))
+                ? Effect.asVoid(Effect.forkScoped(supervise({ name: p.name, run: runOf(p) })))
                 : Effect.dieMessage(`processor ${p.name} is already running`)
             ),
           { discard: true }
@@ -160,5 +169,7 @@ export const SupervisorLive = (options?: SupervisorOptions) =>
   Layer.effect(Supervisor, makeSupervisor(options))
 
 /** Starts `processors` under the `Supervisor` for the lifetime of the layer. */
-export const processorsLayer = <R>(processors: ReadonlyArray<Processor<R>>) =>
+export const processorsLayer = <P extends Processor<unknown>>(
+  processors: ReadonlyArray<P>
+): Layer.Layer<never, never, Supervisor | ProcessorContext<P>> =>
   Layer.scopedDiscard(Effect.flatMap(Supervisor, (s) => s.start(processors)))
