@@ -26,6 +26,11 @@ export interface AppConfigShape {
   readonly port: number
   /** Seconds to finish in-flight requests and batches on SIGTERM/SIGINT before exiting. */
   readonly shutdownTimeoutSeconds: number
+  /** OTLP/HTTP base URL (`…:4318`); tracing is off when absent. */
+  readonly otelExporterOtlpEndpoint: Option.Option<string>
+  readonly otelServiceName: string
+  /** When set, `/metrics` requires `Authorization: Bearer <token>`; open otherwise. */
+  readonly metricsToken: Option.Option<Redacted.Redacted<string>>
 }
 
 export class AppConfig extends Context.Tag("AppConfig")<AppConfig, AppConfigShape>() {}
@@ -53,11 +58,16 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   shutdownTimeoutSeconds: Config.integer("SHUTDOWN_TIMEOUT_SECONDS").pipe(
     Config.withDefault(10),
     Config.validate({ message: "must be between 1 and 300", validation: (n) => n >= 1 && n <= 300 })
-  )
+  ),
+  otelExporterOtlpEndpoint: Config.option(Config.string("OTEL_EXPORTER_OTLP_ENDPOINT")),
+  otelServiceName: Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault("commerce-platform")),
+  metricsToken: Config.option(Config.redacted("METRICS_TOKEN"))
 }).pipe(
   Config.map((c) => ({
     ...c,
     databaseUrl: Option.filter(c.databaseUrl, (url) => Redacted.value(url).trim() !== ""),
+    otelExporterOtlpEndpoint: Option.filter(c.otelExporterOtlpEndpoint, (url) => url.trim() !== ""),
+    metricsToken: Option.filter(c.metricsToken, (token) => Redacted.value(token).trim() !== ""),
     pgliteDataDir: Option.getOrElse(c.pgliteDataDir, () => `${c.dataDir}/pglite`),
     instanceId: Option.getOrElse(
       c.instanceId,
@@ -81,6 +91,9 @@ export const makeAppConfig = (overrides: Partial<AppConfigShape> = {}): AppConfi
   host: "127.0.0.1",
   port: 0,
   shutdownTimeoutSeconds: 10,
+  otelExporterOtlpEndpoint: Option.none(),
+  otelServiceName: "commerce-platform",
+  metricsToken: Option.none(),
   ...overrides
 })
 
