@@ -5,6 +5,7 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
+import { OpsStatusLive, subscriptionSpecs } from "./audit/OpsStatus.js"
 import { AppConfig, AppConfigLive } from "./config.js"
 import { PersistenceLive } from "./db/layers.js"
 import { AuthenticationLive, NoCredentialVerifier } from "./http/Auth.js"
@@ -18,14 +19,13 @@ import { processorsLayer, SupervisorLive } from "./processors/Supervisor.js"
 import { processors, projections } from "./registry.js"
 
 /** Everything the HTTP handlers and processors use, over a migrated database. */
-export const ServicesLive = Layer.mergeAll(
-  CommandRunnerLive,
-  DueWorkLive,
-  ReadinessLive,
-  SupervisorLive()
-).pipe(
+export const ServicesLive = OpsStatusLive(subscriptionSpecs(processors)).pipe(
+  Layer.provideMerge(Layer.mergeAll(CommandRunnerLive, DueWorkLive, ReadinessLive, SupervisorLive())),
   Layer.provideMerge(
-    Layer.mergeAll(ProjectionsLive(projections), AuthenticationLive.pipe(Layer.provide(NoCredentialVerifier)))
+    Layer.mergeAll(
+      ProjectionsLive(projections),
+      AuthenticationLive.pipe(Layer.provideMerge(NoCredentialVerifier))
+    )
   ),
   Layer.provideMerge(PersistenceLive)
 )

@@ -7,18 +7,28 @@ import { HttpApiBuilder, HttpApiScalar, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { AppConfig } from "../config.js"
+import { HttpMetrics, HttpMetricsLive, METRICS_PATH, MetricsRouteLive } from "../observability/Metrics.js"
 import { Api } from "./Api.js"
 import { apiMiddleware } from "./middleware.js"
+import { RPC_PATH, RpcLive } from "./Rpc.js"
 import { SystemHttpLive } from "./SystemHttp.js"
 
 /** Every group's handlers. Contexts add their `<Context>HttpLive` here. */
 export const ApiLive = HttpApiBuilder.api(Api).pipe(Layer.provide(SystemHttpLive))
 
-/** The routes and middleware, independent of the socket (tests use NodeHttpServer.layerTest). */
-export const HttpAppLive = HttpApiBuilder.serve(apiMiddleware()).pipe(
+/**
+ * The routes and middleware, independent of the socket (tests use NodeHttpServer.layerTest):
+ * the HttpApi, `/docs`, `/openapi.json`, `/rpc` (audit and ops) and `/metrics`. Needs the services
+ * (EventStore, OpsStatus, CredentialVerifier, …) from the composition root.
+ */
+export const HttpAppLive = Layer.unwrapEffect(
+  Effect.map(HttpMetrics, (metrics) => HttpApiBuilder.serve(apiMiddleware({ onResponse: metrics.record })))
+).pipe(
   Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
-  Layer.provide(ApiLive)
+  Layer.provide([RpcLive, MetricsRouteLive]),
+  Layer.provide(ApiLive),
+  Layer.provide(HttpMetricsLive(Api, [RPC_PATH, METRICS_PATH, "/docs", "/openapi.json"]))
 )
 
 /**

@@ -21,6 +21,9 @@ export const MAX_BODY_BYTES = 1024 * 1024
 /** Paths whose bodies are form-encoded (OAuth token endpoint), not JSON. */
 export const FORM_PATHS: ReadonlySet<string> = new Set(["/auth/token"])
 
+/** Paths that parse their own bodies (`/rpc` speaks ndjson): only the size limit applies here. */
+export const RAW_BODY_PATHS: ReadonlySet<string> = new Set(["/rpc"])
+
 /** Requests that can carry a body we must check. */
 const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
@@ -69,7 +72,8 @@ const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
     if (!chunked && (length === undefined || Number(length) === 0)) return Option.none()
     const contentType = request.headers["content-type"] ?? ""
     const form = FORM_PATHS.has(pathOf(request.url))
-    if (form ? !isFormType(contentType) : !isJsonType(contentType)) {
+    const raw = RAW_BODY_PATHS.has(pathOf(request.url))
+    if (!raw && (form ? !isFormType(contentType) : !isJsonType(contentType))) {
       return Option.some(
         fail(
           415,
@@ -94,7 +98,7 @@ const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
           : fail(400, "invalid_body", "the request body could not be read")
       )
     }
-    if (!form && text.right.trim() !== "") {
+    if (!form && !raw && text.right.trim() !== "") {
       try {
         JSON.parse(text.right)
       } catch (e) {

@@ -5,6 +5,7 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
+import { OpsStatusLive } from "../../src/audit/OpsStatus.js"
 import { AuthenticationLive, CredentialVerifier } from "../../src/http/Auth.js"
 import { Unauthorized } from "../../src/http/errors.js"
 import { ReadinessLive } from "../../src/http/Readiness.js"
@@ -39,14 +40,10 @@ export const TestCredentials = Layer.succeed(CredentialVerifier, {
   }
 })
 
-export const TestServices = Layer.mergeAll(
-  CommandRunnerLive,
-  DueWorkLive,
-  ReadinessLive,
-  SupervisorLive()
-).pipe(
+export const TestServices = OpsStatusLive([]).pipe(
+  Layer.provideMerge(Layer.mergeAll(CommandRunnerLive, DueWorkLive, ReadinessLive, SupervisorLive())),
   Layer.provideMerge(
-    Layer.mergeAll(ProjectionsLive([]), AuthenticationLive.pipe(Layer.provide(TestCredentials)))
+    Layer.mergeAll(ProjectionsLive([]), AuthenticationLive.pipe(Layer.provideMerge(TestCredentials)))
   ),
   Layer.provideMerge(TestPersistence)
 )
