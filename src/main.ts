@@ -14,6 +14,7 @@ import { HttpLive } from "./http/Server.js"
 import { CommandRunnerLive } from "./kernel/CommandRunner.js"
 import { ProjectionsLive } from "./kernel/Projection.js"
 import { LoggingLive } from "./logging.js"
+import { TracingLive } from "./observability/Tracing.js"
 import { DueWorkLive } from "./processors/DueWork.js"
 import { processorsLayer, SupervisorLive } from "./processors/Supervisor.js"
 import { processors, projections } from "./registry.js"
@@ -40,6 +41,8 @@ export const AppLive = Layer.unwrapEffect(
   )
 ).pipe(
   Layer.provide(ServicesLive),
+  // Below everything that traces (the database and migrations included); off without an endpoint.
+  Layer.provide(TracingLive),
   Layer.provide(AppConfigLive),
   Layer.tap(() => Effect.logInfo("commerce-platform started"))
 )
