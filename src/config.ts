@@ -7,6 +7,18 @@ import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
 export type NodeEnv = "development" | "test" | "production"
 export type Role = "api" | "worker" | "all"
 
+/** Request limits applied by `src/http/RateLimit.ts` (in-process token buckets, per instance). */
+export interface RateLimitSettings {
+  /** `false` turns every HTTP rate limit off. */
+  readonly enabled: boolean
+  /** Requests per minute per client IP on `/auth/*` (login, register, refresh, token, password reset). */
+  readonly authPerMinute: number
+  /** Sustained requests per second per credential on `/v1/*`. */
+  readonly apiPerSecond: number
+  /** Requests a credential may send at once on `/v1/*` before the per-second rate applies. */
+  readonly apiBurst: number
+}
+
 export interface AppConfigShape {
   readonly nodeEnv: NodeEnv
   /** `postgres://…` — when absent the service runs embedded PostgreSQL (PGlite). */
@@ -24,6 +36,12 @@ export interface AppConfigShape {
   readonly role: Role
   readonly host: string
   readonly port: number
+  /**
+   * Reverse proxies in front of the service that append to `X-Forwarded-For`; the client address is
+   * taken that many entries from the right. 0 = use the socket address (no proxy trusted).
+   */
+  readonly trustProxyHops: number
+  readonly rateLimit: RateLimitSettings
   /** Seconds to finish in-flight requests and batches on SIGTERM/SIGINT before exiting. */
   readonly shutdownTimeoutSeconds: number
   /** OTLP/HTTP base URL (`…:4318`); tracing is off when absent. */
@@ -41,6 +59,12 @@ const nodeEnv = Config.literal(
   "production"
 )("NODE_ENV").pipe(Config.withDefault("development" as const))
 
+const positiveInt = (name: string, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.withDefault(fallback),
+    Config.validate({ message: "must be between 1 and 1000000", validation: (n) => n >= 1 && n <= 1_000_000 })
+  )
+
 export const appConfig: Config.Config<AppConfigShape> = Config.all({
   nodeEnv,
   databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
@@ -55,6 +79,16 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   role: Config.literal("api", "worker", "all")("ROLE").pipe(Config.withDefault("all" as const)),
   host: Config.string("HOST").pipe(Config.withDefault("0.0.0.0")),
   port: Config.port("PORT").pipe(Config.withDefault(3000)),
+  trustProxyHops: Config.integer("TRUST_PROXY_HOPS").pipe(
+    Config.withDefault(0),
+    Config.validate({ message: "must be between 0 and 10", validation: (n) => n >= 0 && n <= 10 })
+  ),
+  rateLimit: Config.all({
+    enabled: Config.boolean("RATE_LIMIT_ENABLED").pipe(Config.withDefault(true)),
+    authPerMinute: positiveInt("RATE_LIMIT_AUTH_PER_MINUTE", 30),
+    apiPerSecond: positiveInt("RATE_LIMIT_API_PER_SECOND", 25),
+    apiBurst: positiveInt("RATE_LIMIT_API_BURST", 50)
+  }),
   shutdownTimeoutSeconds: Config.integer("SHUTDOWN_TIMEOUT_SECONDS").pipe(
     Config.withDefault(10),
     Config.validate({ message: "must be between 1 and 300", validation: (n) => n >= 1 && n <= 300 })
@@ -90,6 +124,9 @@ export const makeAppConfig = (overrides: Partial<AppConfigShape> = {}): AppConfi
   role: "all",
   host: "127.0.0.1",
   port: 0,
+  trustProxyHops: 0,
+  // Off in tests and scripts: suites sending many requests from one address would trip the limits.
+  rateLimit: { enabled: false, authPerMinute: 30, apiPerSecond: 25, apiBurst: 50 },
   shutdownTimeoutSeconds: 10,
   otelExporterOtlpEndpoint: Option.none(),
   otelServiceName: "commerce-platform",

@@ -3,18 +3,29 @@
  * service-wide middleware, on a Node HTTP server.
  */
 import { createServer, type Server } from "node:http"
-import { HttpApiBuilder, HttpApiScalar, HttpServer } from "@effect/platform"
+import { HttpApiBuilder, HttpApiScalar, type HttpApp, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { AppConfig } from "../config.js"
 import { HttpMetrics, HttpMetricsLive, METRICS_PATH, MetricsRouteLive } from "../observability/Metrics.js"
 import { Api } from "./Api.js"
+import { idempotencyMiddleware } from "./Idempotency.js"
 import { apiMiddleware } from "./middleware.js"
+import { RateLimiterLive, rateLimitMiddleware } from "./RateLimit.js"
 import { RPC_PATH, RpcLive } from "./Rpc.js"
 import { SystemHttpLive } from "./SystemHttp.js"
 
 /** Every group's handlers. Contexts add their `<Context>HttpLive` here. */
 export const ApiLive = HttpApiBuilder.api(Api).pipe(Layer.provide(SystemHttpLive))
+
+const rateLimits = rateLimitMiddleware()
+const idempotencyKeys = idempotencyMiddleware()
+
+/**
+ * Inside `apiMiddleware` (which must stay outermost: its normalizer runs first among the
+ * pre-response handlers): rate limits, then idempotency keys (a 429 never claims a key).
+ */
+export const requestGuards = <E, R>(app: HttpApp.Default<E, R>) => rateLimits(idempotencyKeys(app))
 
 /**
  * The routes and middleware, independent of the socket (tests use NodeHttpServer.layerTest):
@@ -22,11 +33,14 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(Layer.provide(SystemHttpLive
  * (EventStore, OpsStatus, CredentialVerifier, …) from the composition root.
  */
 export const HttpAppLive = Layer.unwrapEffect(
-  Effect.map(HttpMetrics, (metrics) => HttpApiBuilder.serve(apiMiddleware({ onResponse: metrics.record })))
+  Effect.map(HttpMetrics, (metrics) =>
+    HttpApiBuilder.serve((app) => apiMiddleware({ onResponse: metrics.record })(requestGuards(app)))
+  )
 ).pipe(
   Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
   Layer.provide([RpcLive, MetricsRouteLive]),
+  Layer.provide(RateLimiterLive),
   Layer.provide(ApiLive),
   Layer.provide(HttpMetricsLive(Api, [RPC_PATH, METRICS_PATH, "/docs", "/openapi.json"]))
 )

@@ -20,6 +20,12 @@ const Deposited = defineEvent("account.deposited", {
   schema: Schema.Struct({ amount: Schema.Int.pipe(Schema.positive()) })
 })
 const Closed = defineEvent("account.closed", { schema: Schema.Struct({ reason: Schema.String }) })
+const Noted = defineEvent("account.noted", {
+  schema: Schema.Struct({
+    note: Schema.String,
+    extra: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+  })
+})
 
 const accountId = () => `account-${randomUUID()}`
 const opened = (owner = "ann") => ({ eventType: Opened, data: { owner, currency: "EUR" } })
@@ -434,6 +440,36 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("EventSto
         ).toBe(1)
         // readStream of events with personal data: + one key lookup for the whole batch.
         expect((yield* countStatements(store.readStream(id))).statements).toBe(2)
+      })
+  )
+
+  it.effect(
+    "payloads round-trip exactly through readStream and readAll (quotes, escapes, unicode, numbers)",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* EventStore
+        const id = accountId()
+        const mark = yield* drain()
+        const tricky = {
+          note: 'quote " backslash \\ newline \n tab \t slash / <script> ünïcødé 😀 \u2028',
+          extra: {
+            "key with spaces": [1, -0.5, 1.7976931348623157e308, 5e-324, 9007199254740991, null, true, false],
+            nested: { empty: {}, list: [], deeper: [[{ a: "b" }]] },
+            "": "empty key",
+            json: '{"not":"parsed"}'
+          }
+        }
+        yield* store.append({
+          streamId: id,
+          streamType: "account",
+          expectedVersion: "no_stream",
+          events: [{ eventType: Noted, data: tricky }]
+        })
+        const [fromStream] = yield* store.readStream(id)
+        expect(fromStream?.data).toEqual(tricky)
+        const feed = yield* drain(mark.checkpoint)
+        expect(feed.events.map((e) => e.data)).toEqual([tricky])
+        expect(feed.events[0]?.recordedAt).toBeInstanceOf(Date)
       })
   )
 })
