@@ -12,6 +12,7 @@ import { type AnyEventType, isShredded } from "./EventType.js"
 import {
   type AppendError,
   DuplicateEvent,
+  InvalidAppend,
   InvalidEventPayload,
   InvalidStreamId,
   StreamNotFound,
@@ -344,7 +345,17 @@ export const makeEventStore = Effect.gen(function* () {
     Effect.gen(function* () {
       yield* validateStreamId(input.streamId)
       if (input.events.length === 0) {
-        return yield* Effect.dieMessage("append needs at least one event")
+        return yield* new InvalidAppend({
+          streamId: input.streamId,
+          message: "an append needs at least one event"
+        })
+      }
+      const expected = input.expectedVersion
+      if (typeof expected === "number" && !(Number.isSafeInteger(expected) && expected >= 0)) {
+        return yield* new InvalidAppend({
+          streamId: input.streamId,
+          message: `expected version must be a non-negative integer, "no_stream" or "any" (got ${expected})`
+        })
       }
       const now = yield* Clock.currentTimeMillis
       const recordedAt = new Date(now)

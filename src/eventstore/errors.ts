@@ -64,7 +64,14 @@ export class InvalidStreamId extends Data.TaggedError("InvalidStreamId")<{
   readonly message: string
 }> {}
 
+/** An append that is malformed as a whole: no events, or an expected version that is not one. */
+export class InvalidAppend extends Data.TaggedError("InvalidAppend")<{
+  readonly streamId: string
+  readonly message: string
+}> {}
+
 export type AppendError =
+  | InvalidAppend
   | WrongExpectedVersion
   | StreamOrderingConflict
   | DuplicateEvent

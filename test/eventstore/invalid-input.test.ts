@@ -258,6 +258,27 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("EventSto
     })
   )
 
+  it.effect(
+    "an empty append or a malformed expected version fails with InvalidAppend and writes nothing",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* EventStore
+        const before = yield* counts
+        const id = orderId()
+        const empty = yield* Effect.flip(
+          store.append({ streamId: id, streamType: "order", expectedVersion: "any", events: [] })
+        )
+        expect(empty._tag).toBe("InvalidAppend")
+        for (const expectedVersion of [-1, -3, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+          const error = yield* Effect.flip(
+            store.append({ streamId: id, streamType: "order", expectedVersion, events: [placed(id)] })
+          )
+          expect(error._tag).toBe("InvalidAppend")
+        }
+        expect(yield* counts).toEqual(before)
+      })
+  )
+
   it.effect("events are immutable: UPDATE, DELETE and TRUNCATE are refused by the trigger", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
