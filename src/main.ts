@@ -5,31 +5,16 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
-import { OpsStatusLive, subscriptionSpecs } from "./audit/OpsStatus.js"
 import { AppConfig, AppConfigLive } from "./config.js"
-import { PersistenceLive } from "./db/layers.js"
-import { AuthenticationLive, NoCredentialVerifier } from "./http/Auth.js"
-import { ReadinessLive } from "./http/Readiness.js"
+import { NoCredentialVerifier } from "./http/Auth.js"
 import { HttpLive } from "./http/Server.js"
-import { CommandRunnerLive } from "./kernel/CommandRunner.js"
-import { ProjectionsLive } from "./kernel/Projection.js"
 import { LoggingLive } from "./logging.js"
 import { TracingLive } from "./observability/Tracing.js"
-import { DueWorkLive } from "./processors/DueWork.js"
-import { processorsLayer, SupervisorLive } from "./processors/Supervisor.js"
+import { processorsLayer } from "./processors/Supervisor.js"
 import { processors, projections } from "./registry.js"
+import { servicesLayer } from "./services.js"
 
-/** Everything the HTTP handlers and processors use, over a migrated database. */
-export const ServicesLive = OpsStatusLive(subscriptionSpecs(processors)).pipe(
-  Layer.provideMerge(Layer.mergeAll(CommandRunnerLive, DueWorkLive, ReadinessLive, SupervisorLive())),
-  Layer.provideMerge(
-    Layer.mergeAll(
-      ProjectionsLive(projections),
-      AuthenticationLive.pipe(Layer.provideMerge(NoCredentialVerifier))
-    )
-  ),
-  Layer.provideMerge(PersistenceLive)
-)
+export const ServicesLive = servicesLayer({ processors, projections, credentials: NoCredentialVerifier })
 
 /** What this process runs, by ROLE. */
 export const AppLive = Layer.unwrapEffect(

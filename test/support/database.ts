@@ -54,10 +54,12 @@ export const testConfig = (overrides: Partial<AppConfigShape> = {}) =>
     )
   )
 
-/** Migrated database + event store, on a fresh database. */
-export const TestPersistence = PersistenceLive.pipe(
-  Layer.provideMerge(testConfig()),
+/** A fresh database's config, with logs quiet unless TEST_LOG_LEVEL=debug. */
+export const TestConfig = testConfig().pipe(
   Layer.provideMerge(
     Logger.minimumLogLevel(process.env.TEST_LOG_LEVEL === "debug" ? LogLevel.Debug : LogLevel.Warning)
   )
 )
+
+/** Migrated database + event store, on a fresh database. */
+export const TestPersistence = PersistenceLive.pipe(Layer.provideMerge(TestConfig))

@@ -5,16 +5,11 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
-import { OpsStatusLive } from "../../src/audit/OpsStatus.js"
-import { AuthenticationLive, CredentialVerifier } from "../../src/http/Auth.js"
+import { CredentialVerifier } from "../../src/http/Auth.js"
 import { Unauthorized } from "../../src/http/errors.js"
-import { ReadinessLive } from "../../src/http/Readiness.js"
 import { HttpAppLive } from "../../src/http/Server.js"
-import { CommandRunnerLive } from "../../src/kernel/CommandRunner.js"
-import { ProjectionsLive } from "../../src/kernel/Projection.js"
-import { DueWorkLive } from "../../src/processors/DueWork.js"
-import { SupervisorLive } from "../../src/processors/Supervisor.js"
-import { TestPersistence } from "./database.js"
+import { servicesLayer } from "../../src/services.js"
+import { TestConfig } from "./database.js"
 
 export const TestCredentials = Layer.succeed(CredentialVerifier, {
   verify: (credential) => {
@@ -40,13 +35,11 @@ export const TestCredentials = Layer.succeed(CredentialVerifier, {
   }
 })
 
-export const TestServices = OpsStatusLive([]).pipe(
-  Layer.provideMerge(Layer.mergeAll(CommandRunnerLive, DueWorkLive, ReadinessLive, SupervisorLive())),
-  Layer.provideMerge(
-    Layer.mergeAll(ProjectionsLive([]), AuthenticationLive.pipe(Layer.provideMerge(TestCredentials)))
-  ),
-  Layer.provideMerge(TestPersistence)
-)
+export const TestServices = servicesLayer({
+  processors: [],
+  projections: [],
+  credentials: TestCredentials
+}).pipe(Layer.provideMerge(TestConfig))
 
 export const TestHttp = HttpAppLive.pipe(
   Layer.provideMerge(NodeHttpServer.layerTest),
