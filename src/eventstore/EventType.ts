@@ -4,7 +4,7 @@
  * encrypted per subject before they reach the database (crypto-shredding): after the subject is
  * forgotten they decode as `Shredded`, so replays and audits keep working.
  */
-import { Effect, ParseResult, Schema, SchemaAST } from "effect"
+import { Effect, Either, ParseResult, Schema, SchemaAST } from "effect"
 import { EventDecodeError, InvalidEventPayload } from "./errors.js"
 
 const PersonalAnnotationId = Symbol.for("commerce-platform/PersonalData")
@@ -66,6 +66,8 @@ export interface EventType<T extends string, A, I> {
   /** The data subject whose key encrypts this event's personal fields. */
   readonly subject: ((data: A) => string) | undefined
   readonly make: (data: A) => DomainEvent<T, A>
+  /** The schema's decoder, built once (decoding is on the hot path of loads, reads and rebuilds). */
+  readonly decode: (data: unknown) => Either.Either<A, ParseResult.ParseError>
   /** Type guard over a union of domain events. */
   readonly is: (event: DomainEvent) => event is DomainEvent<T, A>
 }
@@ -106,6 +108,7 @@ export const defineEvent = <T extends string, A, I>(
     personalKeys: keys,
     subject: options.subject,
     make: (data) => ({ type, data }),
+    decode: Schema.decodeUnknownEither(options.schema),
     is: (event): event is DomainEvent<T, A> => event.type === type
   }
 }
@@ -122,33 +125,42 @@ export const encodeEventData = <T extends string, A, I>(eventType: EventType<T, 
     )
   )
 
-/** Upcasts stored JSON to the current version and decodes it. */
-export const decodeEventData = <T extends string, A, I>(
+/** Upcasts stored JSON to the current version and decodes it, synchronously. */
+export const decodeEventDataEither = <T extends string, A, I>(
   eventType: EventType<T, A, I>,
   stored: { readonly eventId: string; readonly schemaVersion: number; readonly data: unknown }
-): Effect.Effect<A, EventDecodeError> => {
+): Either.Either<A, EventDecodeError> => {
   const fail = (message: string) =>
-    new EventDecodeError({
-      eventId: stored.eventId,
-      eventType: eventType.type,
-      schemaVersion: stored.schemaVersion,
-      message
-    })
+    Either.left(
+      new EventDecodeError({
+        eventId: stored.eventId,
+        eventType: eventType.type,
+        schemaVersion: stored.schemaVersion,
+        message
+      })
+    )
   if (stored.schemaVersion > eventType.version) {
-    return Effect.fail(
-      fail(`stored schema_version ${stored.schemaVersion} is newer than this code (${eventType.version})`)
+    return fail(
+      `stored schema_version ${stored.schemaVersion} is newer than this code (${eventType.version})`
     )
   }
   let data = stored.data
   for (let v = stored.schemaVersion; v < eventType.version; v++) {
     const upcast = eventType.upcasters[v]
-    if (!upcast) return Effect.fail(fail(`no upcaster from v${v}`))
+    if (!upcast) return fail(`no upcaster from v${v}`)
     data = upcast(data)
   }
-  return Schema.decodeUnknown(eventType.schema)(data).pipe(
-    Effect.mapError((error) => fail(ParseResult.TreeFormatter.formatErrorSync(error)))
-  )
+  const decoded = eventType.decode(data)
+  return Either.isRight(decoded)
+    ? Either.right(decoded.right)
+    : fail(ParseResult.TreeFormatter.formatErrorSync(decoded.left))
 }
+
+/** Upcasts stored JSON to the current version and decodes it. */
+export const decodeEventData = <T extends string, A, I>(
+  eventType: EventType<T, A, I>,
+  stored: { readonly eventId: string; readonly schemaVersion: number; readonly data: unknown }
+): Effect.Effect<A, EventDecodeError> => decodeEventDataEither(eventType, stored)
 
 /** A lookup of event types by name, for decoding a feed that mixes aggregates. */
 export class EventTypes {

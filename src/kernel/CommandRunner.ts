@@ -16,7 +16,7 @@ import { insertPublicEvents, type PublicEventRow } from "../eventstore/PublicEve
 import type { Decider, Recorded } from "./Decider.js"
 import { fromUuid } from "./Ids.js"
 import { type KeyedMailbox, makeKeyedMailbox } from "./KeyedMailbox.js"
-import { decodeStored, liveTarget, PROJECTION_LOCK_CLASS, Projections } from "./Projection.js"
+import { decodeStoredBatch, liveTarget, PROJECTION_LOCK_CLASS, Projections } from "./Projection.js"
 
 export interface ExecuteOptions {
   readonly metadata?: EventMetadata
@@ -81,13 +81,15 @@ export const makeCommandRunner = Effect.gen(function* () {
     decider: Decider<C, E, S, Err>,
     stored: ReadonlyArray<StoredEvent>
   ): Effect.Effect<ReadonlyArray<Recorded<E>>, EventDecodeError> =>
-    Effect.forEach(stored, (s) =>
-      Effect.flatMap(decodeStored(decider.eventTypes, s), (recorded) =>
-        decider.isEvent(recorded)
-          ? Effect.succeed(recorded)
-          : Effect.dieMessage(`event ${recorded.type} does not belong to ${decider.streamType}`)
-      )
-    )
+    Effect.flatMap(decodeStoredBatch(decider.eventTypes, stored), (recorded) => {
+      const isOwn = (r: Recorded): r is Recorded<E> => decider.isEvent(r)
+      const own: Array<Recorded<E>> = []
+      for (const r of recorded) {
+        if (!isOwn(r)) return Effect.dieMessage(`a ${decider.streamType} stream holds a ${r.type} event`)
+        own.push(r)
+      }
+      return Effect.succeed(own)
+    })
 
   const loadSnapshot = <S>(
     streamId: string,

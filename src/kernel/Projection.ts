@@ -5,12 +5,12 @@
  */
 import type { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Either, Layer } from "effect"
 import type { StoredEvent } from "../eventstore/EventStore.js"
 import {
   type AnyEventType,
   type DomainEvent,
-  decodeEventData,
+  decodeEventDataEither,
   type EventOf,
   EventTypes
 } from "../eventstore/EventType.js"
@@ -79,14 +79,13 @@ export const ProjectionsLive = (projections: ReadonlyArray<Projection>) => {
   return Layer.succeed(Projections, projections)
 }
 
-/** Decodes (upcasts + validates) a stored event with the given event types. */
-export const decodeStored = (
+const decodeOne = (
   types: EventTypes,
   stored: StoredEvent
-): Effect.Effect<Recorded<DomainEvent>, EventDecodeError> => {
+): Either.Either<Recorded<DomainEvent>, EventDecodeError> => {
   const eventType = types.get(stored.type)
   if (!eventType) {
-    return Effect.fail(
+    return Either.left(
       new EventDecodeError({
         eventId: stored.eventId,
         eventType: stored.type,
@@ -95,8 +94,29 @@ export const decodeStored = (
       })
     )
   }
-  return Effect.map(decodeEventData(eventType, stored), (data) => ({ ...stored, type: stored.type, data }))
+  return Either.map(decodeEventDataEither(eventType, stored), (data) => ({
+    ...stored,
+    type: stored.type,
+    data
+  }))
 }
+
+/** Decodes a batch synchronously (no fiber per event): the hot loop of loads and rebuilds. */
+export const decodeStoredBatch = (
+  types: EventTypes,
+  batch: ReadonlyArray<StoredEvent>
+): Effect.Effect<ReadonlyArray<Recorded<DomainEvent>>, EventDecodeError> =>
+  Effect.suspend(() => {
+    const out: Array<Recorded<DomainEvent>> = new Array(batch.length)
+    for (let i = 0; i < batch.length; i++) {
+      const stored = batch[i]
+      if (!stored) continue
+      const decoded = decodeOne(types, stored)
+      if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
+      out[i] = decoded.right
+    }
+    return Effect.succeed(out)
+  })
 
 /**
  * Transaction-scoped advisory lock key space for projections: command transactions take it shared

@@ -15,7 +15,12 @@ import { Data, Effect } from "effect"
 import { type Checkpoint, origin } from "../eventstore/Checkpoint.js"
 import { EventStore, type StoredEvent } from "../eventstore/EventStore.js"
 import type { EventDecodeError } from "../eventstore/errors.js"
-import { decodeStored, PROJECTION_LOCK_CLASS, type Projection, type ProjectionTarget } from "./Projection.js"
+import {
+  decodeStoredBatch,
+  PROJECTION_LOCK_CLASS,
+  type Projection,
+  type ProjectionTarget
+} from "./Projection.js"
 
 export interface RebuildProgress {
   readonly projection: string
@@ -106,9 +111,8 @@ export const rebuildProjection = (
       })
 
     const applyBatch = (events: ReadonlyArray<StoredEvent>) =>
-      Effect.flatMap(
-        Effect.forEach(events, (e) => decodeStored(projection.eventTypes, e)),
-        (decoded) => projection.apply(decoded, nextTarget)
+      Effect.flatMap(decodeStoredBatch(projection.eventTypes, events), (decoded) =>
+        projection.apply(decoded, nextTarget)
       )
 
     // Phase 1: catch up with the gap-safe reader, one transaction per batch.
