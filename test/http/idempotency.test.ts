@@ -16,19 +16,7 @@ import {
 import { NodeHttpServer } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { describe, it, layer } from "@effect/vitest"
-import {
-  Clock,
-  Deferred,
-  Duration,
-  Effect,
-  Fiber,
-  Layer,
-  Logger,
-  LogLevel,
-  Option,
-  Schedule,
-  Schema
-} from "effect"
+import { Deferred, Duration, Effect, Fiber, Layer, Logger, LogLevel, Option, Schedule, Schema } from "effect"
 import { expect } from "vitest"
 import { PersistenceLive } from "../../src/db/layers.js"
 import { Authentication, AuthenticationLive, CredentialVerifier } from "../../src/http/Auth.js"
@@ -53,24 +41,12 @@ import {
 import { apiMiddleware } from "../../src/http/middleware.js"
 import { RateLimiterLive, rateLimitMiddleware, rateLimitPolicy } from "../../src/http/RateLimit.js"
 import { processors } from "../../src/registry.js"
+import { makeShiftedClock } from "../support/clock.js"
 import { testConfig } from "../support/database.js"
 
 // --- Time the server runs on: the live clock shifted by an offset the tests move forward ----------
 
-const live = Clock.make()
-let offsetMs = 0
-const shifted: Clock.Clock = {
-  [Clock.ClockTypeId]: Clock.ClockTypeId,
-  unsafeCurrentTimeMillis: () => live.unsafeCurrentTimeMillis() + offsetMs,
-  currentTimeMillis: Effect.sync(() => live.unsafeCurrentTimeMillis() + offsetMs),
-  unsafeCurrentTimeNanos: () => live.unsafeCurrentTimeNanos() + BigInt(offsetMs) * 1_000_000n,
-  currentTimeNanos: Effect.sync(() => live.unsafeCurrentTimeNanos() + BigInt(offsetMs) * 1_000_000n),
-  sleep: (duration) => live.sleep(duration)
-}
-const advance = (duration: Duration.DurationInput) =>
-  Effect.sync(() => {
-    offsetMs += Duration.toMillis(duration)
-  })
+const { clock: shifted, advance } = makeShiftedClock()
 
 // --- The probe API: side effects are counted per item, only when the handler succeeds ------------
 

@@ -13,7 +13,7 @@ import {
 } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Clock, Duration, Effect, Layer, Schema, TestClock } from "effect"
+import { Effect, Layer, Schema, TestClock } from "effect"
 import { AppConfig, makeAppConfig, type RateLimitSettings } from "../../src/config.js"
 import { BadRequest, InternalError, PayloadTooLarge, UnsupportedMediaType } from "../../src/http/errors.js"
 import { apiMiddleware } from "../../src/http/middleware.js"
@@ -24,6 +24,7 @@ import {
   rateLimitMiddleware,
   rateLimitPolicy
 } from "../../src/http/RateLimit.js"
+import { makeShiftedClock } from "../support/clock.js"
 
 describe("RateLimiter (token bucket, TestClock)", () => {
   const five = rateLimitPolicy("five-per-minute", { limit: 5, window: "1 minute" })
@@ -120,20 +121,7 @@ describe("RateLimiter (token bucket, TestClock)", () => {
 
 // --- Over HTTP -------------------------------------------------------------------------------------
 
-const live = Clock.make()
-let offsetMs = 0
-const shifted: Clock.Clock = {
-  [Clock.ClockTypeId]: Clock.ClockTypeId,
-  unsafeCurrentTimeMillis: () => live.unsafeCurrentTimeMillis() + offsetMs,
-  currentTimeMillis: Effect.sync(() => live.unsafeCurrentTimeMillis() + offsetMs),
-  unsafeCurrentTimeNanos: () => live.unsafeCurrentTimeNanos() + BigInt(offsetMs) * 1_000_000n,
-  currentTimeNanos: Effect.sync(() => live.unsafeCurrentTimeNanos() + BigInt(offsetMs) * 1_000_000n),
-  sleep: (duration) => live.sleep(duration)
-}
-const advance = (duration: Duration.DurationInput) =>
-  Effect.sync(() => {
-    offsetMs += Duration.toMillis(duration)
-  })
+const { clock: shifted, advance } = makeShiftedClock()
 
 class Probe extends HttpApiGroup.make("probe", { topLevel: true })
   .add(HttpApiEndpoint.post("login", "/auth/login").addSuccess(Schema.Struct({ ok: Schema.Boolean })))
