@@ -78,7 +78,7 @@ export type AnyEventType = EventType<string, any, any>
 export type EventOf<E extends AnyEventType> =
   E extends EventType<infer T, infer A, infer _I> ? DomainEvent<T, A> : never
 
-const EVENT_TYPE_NAME = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/
+export const EVENT_TYPE_NAME = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/
 
 export const defineEvent = <T extends string, A, I>(
   type: T,

@@ -73,7 +73,9 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("EventSto
         "ordér-1",
         "x".repeat(201),
         "tab\there",
-        "nul\u0000"
+        "nul\u0000",
+        'quote"d',
+        "back\\slash"
       ]) {
         const error = yield* Effect.flip(
           store.append({ streamId, streamType: "order", expectedVersion: "any", events: [placed("o")] })
