@@ -8,9 +8,10 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Context, Duration, Effect, FiberSet, Layer, Option, Queue, type Scope } from "effect"
+import { Context, Duration, Effect, FiberSet, Layer, Option, Queue, type Scope } from "effect"
 import type { AppConfig } from "../config.js"
 import { makeAppendSignal } from "../eventstore/AppendSignal.js"
+import { addDuration, fromNow, now } from "../kernel/Time.js"
 import { uuidv7 } from "../kernel/Uuid.js"
 import { resolveOwner } from "./Lease.js"
 import { causeMessage, type Processor } from "./Supervisor.js"
@@ -152,7 +153,6 @@ export const makeDueWork = Effect.gen(function* () {
         .map((c) => `${alias}.${c.trim()}`)
         .join(", ")
     )
-  const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
   const inTransaction = Effect.map(Effect.serviceOption(SqlClient.TransactionConnection), Option.isSome)
 
   const get = (kind: string, key: string) =>
@@ -205,7 +205,7 @@ export const makeDueWork = Effect.gen(function* () {
       Effect.gen(function* () {
         if (options.limit <= 0 || options.kinds.length === 0) return []
         const at = yield* now
-        const until = new Date(at.getTime() + Duration.toMillis(options.leaseTtl))
+        const until = addDuration(at, options.leaseTtl)
         const kinds = [...options.kinds]
         // One statement = one short transaction; never interrupted, so a claim the database made is
         // never lost to us. Each branch scans its own partial index.
@@ -232,7 +232,7 @@ export const makeDueWork = Effect.gen(function* () {
     extend: (item, leaseTtl) =>
       Effect.gen(function* () {
         const at = yield* now
-        const until = new Date(at.getTime() + Duration.toMillis(leaseTtl))
+        const until = addDuration(at, leaseTtl)
         const rows = yield* sql`
           UPDATE processors.due_work SET lease_until = ${until}, updated_at = ${at}
            WHERE id = ${item.id} AND claim_token = ${item.claimToken} AND status = 'claimed'
@@ -358,15 +358,9 @@ export const dueWorker = <E, R, OE = never, OR = never>(
       )
 
     const unexpected = (item: DueItem, message: string) =>
-      Effect.gen(function* () {
-        const at = yield* Clock.currentTimeMillis
-        return options.maxAttempts !== undefined && item.attempts >= options.maxAttempts
-          ? DueOutcome.failed({ error: message })
-          : DueOutcome.retry({
-              at: new Date(at + Duration.toMillis(retryDelay(item.attempts))),
-              error: message
-            })
-      })
+      options.maxAttempts !== undefined && item.attempts >= options.maxAttempts
+        ? Effect.succeed(DueOutcome.failed({ error: message }))
+        : Effect.map(fromNow(retryDelay(item.attempts)), (at) => DueOutcome.retry({ at, error: message }))
 
     const processItem = (item: DueItem) =>
       Effect.gen(function* () {

@@ -7,9 +7,10 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Data, Duration, Effect, Option, Schedule } from "effect"
+import { Data, Duration, Effect, Option, Schedule } from "effect"
 import { AppConfig } from "../config.js"
 import type { Checkpoint } from "../eventstore/Checkpoint.js"
+import { addDuration, now } from "../kernel/Time.js"
 
 export class LeaseLost extends Data.TaggedError("LeaseLost")<{
   readonly subscriptionId: string
@@ -45,10 +46,7 @@ export const resolveOwner = (owner?: string): Effect.Effect<string, never, AppCo
   owner !== undefined ? Effect.succeed(owner) : Effect.map(AppConfig, (c) => c.instanceId)
 
 const leaseEnd = (ttl: Duration.DurationInput) =>
-  Effect.map(Clock.currentTimeMillis, (now) => ({
-    now: new Date(now),
-    until: new Date(now + Duration.toMillis(ttl))
-  }))
+  Effect.map(now, (at) => ({ now: at, until: addDuration(at, ttl) }))
 
 interface AcquireRow {
   readonly generation: number
@@ -118,9 +116,9 @@ export const renew = (
 export const release = (lease: Lease): Effect.Effect<boolean, SqlError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const now = new Date(yield* Clock.currentTimeMillis)
+    const at = yield* now
     const rows = yield* sql`
-      UPDATE event_store.subscriptions SET owner = NULL, lease_until = NULL, updated_at = ${now}
+      UPDATE event_store.subscriptions SET owner = NULL, lease_until = NULL, updated_at = ${at}
        WHERE subscription_id = ${lease.subscriptionId} AND owner = ${lease.owner}
          AND generation = ${lease.generation}
       RETURNING 1 AS ok`

@@ -7,12 +7,13 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Clock, Duration, Effect, Option, Queue } from "effect"
+import { Cause, Duration, Effect, Option, Queue } from "effect"
 import type { AppConfig } from "../config.js"
 import { AppendSignal } from "../eventstore/AppendSignal.js"
-import type { Checkpoint } from "../eventstore/Checkpoint.js"
+import { type Checkpoint, origin } from "../eventstore/Checkpoint.js"
 import { EventStore, type StoredEvent } from "../eventstore/EventStore.js"
 import { type PublicEvent, readPublicEvents } from "../eventstore/PublicEvents.js"
+import { now, nowMillis } from "../kernel/Time.js"
 import { type AcquiredLease, LeaseLost, lostError, resolveOwner, withLease } from "./Lease.js"
 import { causeMessage, type Processor } from "./Supervisor.js"
 
@@ -127,12 +128,12 @@ export function subscriptionProcessor<E, R>(
       yield* sql.withTransaction(
         Effect.gen(function* () {
           yield* handle(batch.rows, context)
-          const now = new Date(yield* Clock.currentTimeMillis)
+          const at = yield* now
           // Fenced by the lease and by the checkpoint we read from (an operator reset wins too).
           const updated = yield* Effect.uninterruptible(sql`
             UPDATE event_store.subscriptions
                SET last_xid = ${batch.checkpoint.xid}::xid8, last_position = ${batch.checkpoint.position},
-                   last_event_at = ${batch.lastEventAt}, error = NULL, updated_at = ${now}
+                   last_event_at = ${batch.lastEventAt}, error = NULL, updated_at = ${at}
              WHERE subscription_id = ${options.name} AND owner = ${lease.owner}
                AND generation = ${lease.generation}
                AND last_xid = ${from.xid}::xid8 AND last_position = ${from.position}
@@ -155,8 +156,8 @@ export function subscriptionProcessor<E, R>(
   const recordError = (lease: AcquiredLease, message: string) =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-      const now = new Date(yield* Clock.currentTimeMillis)
-      yield* sql`UPDATE event_store.subscriptions SET error = ${message}, updated_at = ${now}
+      const at = yield* now
+      yield* sql`UPDATE event_store.subscriptions SET error = ${message}, updated_at = ${at}
                   WHERE subscription_id = ${options.name} AND owner = ${lease.owner}
                     AND generation = ${lease.generation}`
     }).pipe(Effect.ignore)
@@ -258,9 +259,7 @@ export const subscriptionStatus = (
              lease_until AS "leaseUntil", status, error, last_event_at AS "lastEventAt", updated_at AS "updatedAt"
         FROM event_store.subscriptions WHERE subscription_id = ${spec.name}`
     const row = rows[0]
-    const checkpoint: Checkpoint = row
-      ? { xid: row.lastXid, position: row.lastPosition }
-      : { xid: "0", position: 0 }
+    const checkpoint: Checkpoint = row ? { xid: row.lastXid, position: row.lastPosition } : origin
     const types = spec.eventTypes && spec.eventTypes.length > 0 ? spec.eventTypes : undefined
     const lag =
       spec.source === "events"
@@ -272,14 +271,14 @@ export const subscriptionStatus = (
             SELECT count(*) AS count, min(occurred_at) AS oldest FROM event_store.public_events
              WHERE (transaction_id, position) > (${checkpoint.xid}::xid8, ${checkpoint.position})
                ${types ? sql`AND type = ANY(${types})` : sql``}`
-    const now = yield* Clock.currentTimeMillis
+    const at = yield* nowMillis
     const oldest = lag[0]?.oldest
     return {
       subscriptionId: spec.name,
       source: spec.source,
       checkpoint,
       lagEvents: lag[0]?.count ?? 0,
-      lagSeconds: oldest ? Math.max(0, (now - oldest.getTime()) / 1000) : 0,
+      lagSeconds: oldest ? Math.max(0, (at - oldest.getTime()) / 1000) : 0,
       owner: row?.owner ?? null,
       generation: row?.generation ?? 0,
       leaseUntil: row?.leaseUntil ?? null,
