@@ -236,16 +236,26 @@ export interface SubscriptionStatus {
   readonly updatedAt: Date | null
 }
 
-interface StatusRow {
+/** The stored part of the status: everything but what is computed from the feed. */
+type StatusRow = Omit<
+  SubscriptionStatus,
+  "subscriptionId" | "source" | "checkpoint" | "lagEvents" | "lagSeconds"
+> & {
   readonly lastXid: string
   readonly lastPosition: number
-  readonly owner: string | null
-  readonly generation: number
-  readonly leaseUntil: Date | null
-  readonly status: string
-  readonly error: string | null
-  readonly lastEventAt: Date | null
-  readonly updatedAt: Date | null
+}
+
+/** The row of a subscription that has never run. */
+const neverRun: StatusRow = {
+  lastXid: origin.xid,
+  lastPosition: origin.position,
+  owner: null,
+  generation: 0,
+  leaseUntil: null,
+  status: "new",
+  error: null,
+  lastEventAt: null,
+  updatedAt: null
 }
 
 /** Checkpoint, lag and lease of a subscription (for the ops RPC and metrics). */
@@ -258,8 +268,8 @@ export const subscriptionStatus = (
       SELECT last_xid::text AS "lastXid", last_position AS "lastPosition", owner, generation,
              lease_until AS "leaseUntil", status, error, last_event_at AS "lastEventAt", updated_at AS "updatedAt"
         FROM event_store.subscriptions WHERE subscription_id = ${spec.name}`
-    const row = rows[0]
-    const checkpoint: Checkpoint = row ? { xid: row.lastXid, position: row.lastPosition } : origin
+    const { lastXid, lastPosition, ...stored } = rows[0] ?? neverRun
+    const checkpoint: Checkpoint = { xid: lastXid, position: lastPosition }
     const types = spec.eventTypes && spec.eventTypes.length > 0 ? spec.eventTypes : undefined
     const lag =
       spec.source === "events"
@@ -279,12 +289,6 @@ export const subscriptionStatus = (
       checkpoint,
       lagEvents: lag[0]?.count ?? 0,
       lagSeconds: oldest ? Math.max(0, (at - oldest.getTime()) / 1000) : 0,
-      owner: row?.owner ?? null,
-      generation: row?.generation ?? 0,
-      leaseUntil: row?.leaseUntil ?? null,
-      status: row?.status ?? "new",
-      error: row?.error ?? null,
-      lastEventAt: row?.lastEventAt ?? null,
-      updatedAt: row?.updatedAt ?? null
+      ...stored
     }
   })
