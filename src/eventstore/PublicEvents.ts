@@ -21,8 +21,6 @@ export interface PublicEventRow {
   readonly subjectId?: string
 }
 
-export type NewPublicEvent = PublicEventRow
-
 /** A stored public event. */
 export interface PublicEvent {
   readonly position: number
@@ -35,13 +33,6 @@ export interface PublicEvent {
   readonly streamId: string
   readonly subjectId: string | null
 }
-
-export const publicEventCheckpoint = (
-  event: Pick<PublicEvent, "transactionId" | "position">
-): Checkpoint => ({
-  xid: event.transactionId,
-  position: event.position
-})
 
 /**
  * Inserts rows in one statement, in order (positions follow the array). Run it inside the command's
@@ -103,5 +94,5 @@ export const readPublicEvents = (
     const events = yield* sql<PublicEvent>`SELECT ${sql.literal(COLUMNS)} FROM event_store.public_events
       WHERE ${sql.and(filters)} ORDER BY transaction_id, position LIMIT ${options.limit}`
     const last = events[events.length - 1]
-    return { events, checkpoint: last ? publicEventCheckpoint(last) : options.after }
+    return { events, checkpoint: last ? { xid: last.transactionId, position: last.position } : options.after }
   })

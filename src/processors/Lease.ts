@@ -33,7 +33,6 @@ export interface Lease {
 /** A freshly acquired lease, with the subscription's checkpoint as of the acquisition. */
 export interface AcquiredLease extends Lease {
   readonly checkpoint: Checkpoint
-  readonly status: string
 }
 
 export interface LeaseOptions {
@@ -53,7 +52,6 @@ interface AcquireRow {
   readonly leaseUntil: Date
   readonly lastXid: string
   readonly lastPosition: number
-  readonly status: string
 }
 
 /**
@@ -78,7 +76,7 @@ export const acquire = (
         WHERE s.status <> 'paused'
           AND (s.owner IS NULL OR s.owner = EXCLUDED.owner OR s.lease_until IS NULL OR s.lease_until < ${now})
       RETURNING s.generation, s.lease_until AS "leaseUntil", s.last_xid::text AS "lastXid",
-                s.last_position AS "lastPosition", s.status`
+                s.last_position AS "lastPosition"`
     const row = rows[0]
     if (!row) return Option.none()
     return Option.some({
@@ -86,8 +84,7 @@ export const acquire = (
       owner: options.owner,
       generation: row.generation,
       leaseUntil: row.leaseUntil,
-      checkpoint: { xid: row.lastXid, position: row.lastPosition },
-      status: row.status
+      checkpoint: { xid: row.lastXid, position: row.lastPosition }
     })
   })
 
