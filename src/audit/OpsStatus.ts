@@ -25,6 +25,10 @@ export interface OpsReport {
   readonly dueWork: ReadonlyArray<DueWorkStats>
 }
 
+/** How long the oldest due item of a backlog has been waiting at the report's time (0 when none). */
+export const oldestDueAgeSeconds = (at: Date, stats: DueWorkStats): number =>
+  stats.oldestDueAt ? Math.max(0, (at.getTime() - stats.oldestDueAt.getTime()) / 1000) : 0
+
 export interface OpsStatusShape {
   readonly report: Effect.Effect<OpsReport, SqlError>
 }

@@ -25,7 +25,7 @@ import {
   readEventLog,
   toEventLogItem
 } from "../audit/EventLog.js"
-import { type OpsReport, OpsStatus } from "../audit/OpsStatus.js"
+import { type OpsReport, OpsStatus, oldestDueAgeSeconds } from "../audit/OpsStatus.js"
 import { AppendSignal } from "../eventstore/AppendSignal.js"
 import * as Checkpoint from "../eventstore/Checkpoint.js"
 import { EventStore } from "../eventstore/EventStore.js"
@@ -155,9 +155,7 @@ export const toOpsStatusResult = (report: OpsReport): OpsStatusResult => ({
     expiredClaims: d.expiredClaims,
     failed: d.failed,
     oldestDueAt: iso(d.oldestDueAt),
-    oldestDueAgeSeconds: d.oldestDueAt
-      ? Math.max(0, (report.at.getTime() - d.oldestDueAt.getTime()) / 1000)
-      : 0
+    oldestDueAgeSeconds: oldestDueAgeSeconds(report.at, d)
   }))
 })
 

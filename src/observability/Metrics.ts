@@ -14,7 +14,7 @@
 import { createHash, timingSafeEqual } from "node:crypto"
 import { type HttpApi, HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
-import { type OpsReport, OpsStatus } from "../audit/OpsStatus.js"
+import { type OpsReport, OpsStatus, oldestDueAgeSeconds } from "../audit/OpsStatus.js"
 import { AppConfig } from "../config.js"
 
 export const METRICS_PATH = "/metrics"
@@ -255,7 +255,7 @@ export const opsFamilies = (report: OpsReport): ReadonlyArray<MetricFamily> => {
       type: "gauge",
       samples: report.dueWork.map((d) => ({
         labels: kind(d),
-        value: d.oldestDueAt ? Math.max(0, (nowMs - d.oldestDueAt.getTime()) / 1000) : 0
+        value: oldestDueAgeSeconds(report.at, d)
       }))
     },
     {
