@@ -44,14 +44,14 @@ CREATE TRIGGER events_immutable_truncate BEFORE TRUNCATE ON event_store.events
 -- Append in one round trip. p_expected: NULL = any, -1 = stream must not exist, n >= 0 = exact
 -- (0 also means "must not exist yet"). p_events: jsonb array of
 -- {id, type, schemaVersion, data, metadata}. Returns one row:
---   outcome 'ok'                      version = new stream version, positions of the batch
+--   outcome 'ok'                      version = new stream version, positions of the batch in event order
 --   outcome 'wrong_expected_version'  version = actual current version (0 when absent)
 --   outcome 'ordering_conflict'       a newer transaction already appended: retry in a new tx
 -- No EXCEPTION blocks (each would open a subtransaction per call).
 CREATE FUNCTION event_store.append_events(
   p_stream_id text, p_stream_type text, p_expected bigint, p_events jsonb, p_recorded_at timestamptz
 ) RETURNS TABLE (outcome text, stream_version bigint, first_position bigint, last_position bigint,
-                 transaction_id text)
+                 transaction_id text, positions bigint[])
 LANGUAGE plpgsql AS $$
 DECLARE
   v_xid     xid8   := pg_current_xact_id();
@@ -60,6 +60,7 @@ DECLARE
   v_current bigint;
   v_first   bigint;
   v_last    bigint;
+  v_positions bigint[];
 BEGIN
   IF v_count = 0 THEN
     RAISE EXCEPTION 'append_events needs at least one event' USING ERRCODE = 'invalid_parameter_value';
@@ -73,7 +74,7 @@ BEGIN
       WHERE s.last_xid <= v_xid
     RETURNING s.version INTO v_new;
     IF NOT FOUND THEN
-      RETURN QUERY SELECT 'ordering_conflict'::text, NULL::bigint, NULL::bigint, NULL::bigint, v_xid::text;
+      RETURN QUERY SELECT 'ordering_conflict'::text, NULL::bigint, NULL::bigint, NULL::bigint, v_xid::text, NULL::bigint[];
       RETURN;
     END IF;
   ELSIF p_expected <= 0 THEN
@@ -84,7 +85,7 @@ BEGIN
     IF NOT FOUND THEN
       SELECT s.version INTO v_current FROM event_store.streams s WHERE s.stream_id = p_stream_id;
       RETURN QUERY SELECT 'wrong_expected_version'::text, coalesce(v_current, 0), NULL::bigint, NULL::bigint,
-        v_xid::text;
+        v_xid::text, NULL::bigint[];
       RETURN;
     END IF;
   ELSE
@@ -96,9 +97,9 @@ BEGIN
       SELECT s.version INTO v_current FROM event_store.streams s WHERE s.stream_id = p_stream_id;
       IF v_current IS NULL OR v_current <> p_expected THEN
         RETURN QUERY SELECT 'wrong_expected_version'::text, coalesce(v_current, 0), NULL::bigint, NULL::bigint,
-          v_xid::text;
+          v_xid::text, NULL::bigint[];
       ELSE
-        RETURN QUERY SELECT 'ordering_conflict'::text, v_current, NULL::bigint, NULL::bigint, v_xid::text;
+        RETURN QUERY SELECT 'ordering_conflict'::text, v_current, NULL::bigint, NULL::bigint, v_xid::text, NULL::bigint[];
       END IF;
       RETURN;
     END IF;
@@ -114,9 +115,11 @@ BEGIN
      ORDER BY e.ord
     RETURNING global_position
   )
-  SELECT min(global_position), max(global_position) INTO v_first, v_last FROM inserted;
+  -- Rows are inserted in event order and take identity values in that order.
+  SELECT min(global_position), max(global_position), array_agg(global_position ORDER BY global_position)
+    INTO v_first, v_last, v_positions FROM inserted;
 
-  RETURN QUERY SELECT 'ok'::text, v_new, v_first, v_last, v_xid::text;
+  RETURN QUERY SELECT 'ok'::text, v_new, v_first, v_last, v_xid::text, v_positions;
 END
 $$;
 

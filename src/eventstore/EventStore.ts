@@ -67,6 +67,8 @@ export interface AppendResult {
   readonly version: number
   readonly firstPosition: number
   readonly lastPosition: number
+  /** Global position of each appended event, in event order. */
+  readonly positions: ReadonlyArray<number>
   readonly transactionId: string
   readonly eventIds: ReadonlyArray<string>
   readonly recordedAt: Date
@@ -177,6 +179,8 @@ interface AppendRow {
   readonly firstPosition: number | null
   readonly lastPosition: number | null
   readonly transactionId: string
+  /** int8[] arrives as strings (only scalar int8 has a custom parser). */
+  readonly positions: ReadonlyArray<string> | null
 }
 
 const MAX_STREAM_ID_LENGTH = 200
@@ -384,7 +388,7 @@ export const makeEventStore = Effect.gen(function* () {
       const payload = yield* encode(input, now)
       const rows = yield* sql<AppendRow>`
         SELECT outcome, stream_version AS "streamVersion", first_position AS "firstPosition",
-               last_position AS "lastPosition", transaction_id AS "transactionId"
+               last_position AS "lastPosition", transaction_id AS "transactionId", positions
           FROM event_store.append_events(${input.streamId}, ${input.streamType},
             ${expectedParam(input.expectedVersion)}, ${JSON.stringify(payload)}::jsonb, ${recordedAt})`.pipe(
         Effect.catchTag(
@@ -416,6 +420,7 @@ export const makeEventStore = Effect.gen(function* () {
         version: row.streamVersion ?? 0,
         firstPosition: row.firstPosition ?? 0,
         lastPosition: row.lastPosition ?? 0,
+        positions: (row.positions ?? []).map(Number),
         transactionId: row.transactionId,
         eventIds: payload.map((p) => p.id),
         recordedAt

@@ -175,11 +175,18 @@ export const makeCommandRunner = Effect.gen(function* () {
             events: newEvents,
             ...(options.metadata ? { metadata: options.metadata } : {})
           })
-          // Re-read inside the transaction: exact positions and xids for projections and replies.
-          const stored = yield* store
-            .readStream(streamId, { fromVersion: loaded.version })
-            .pipe(Effect.catchTag("StreamNotFound", (e) => Effect.die(e)))
-          const recorded = yield* decodeAll(decider, stored)
+          // The events as recorded, from what was appended: no re-read, no decrypt, no decode.
+          const recorded: ReadonlyArray<Recorded<E>> = decided.map((event, i) => ({
+            ...event,
+            globalPosition: appended.positions[i] ?? 0,
+            transactionId: appended.transactionId,
+            streamId,
+            streamVersion: loaded.version + i + 1,
+            eventId: appended.eventIds[i] ?? "",
+            schemaVersion: newEvents[i]?.eventType.version ?? 1,
+            metadata: options.metadata ?? {},
+            recordedAt: appended.recordedAt
+          }))
           for (const projection of projections) {
             const relevant = recorded.filter((e) => projection.eventTypes.has(e.type))
             if (relevant.length === 0) continue

@@ -86,6 +86,18 @@ layer(TestLayer, { excludeTestServices: true, timeout: 120_000 })("command runne
         amount: 200
       })
       expect(w.state.balance).toBe(500)
+      // The events the runner reports are exactly the stored ones (positions, ids, xid, versions).
+      const stored = yield* (yield* EventStore).readStream("account-r1")
+      expect(
+        [...opened.events, ...w.events].map((e) => [
+          e.globalPosition,
+          e.eventId,
+          e.transactionId,
+          e.streamVersion
+        ])
+      ).toEqual(
+        [stored[0], stored[2]].map((e) => [e?.globalPosition, e?.eventId, e?.transactionId, e?.streamVersion])
+      )
       // Read-your-writes: the read model is already there.
       expect(yield* readAccount("r1")).toEqual({
         accountId: "r1",
