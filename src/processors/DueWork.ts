@@ -153,6 +153,9 @@ export const makeDueWork = Effect.gen(function* () {
         .map((c) => `${alias}.${c.trim()}`)
         .join(", ")
     )
+  /** The fence of every write made under a claim: still this very claim. */
+  const claimed = (item: DueItem) =>
+    sql`id = ${item.id} AND claim_token = ${item.claimToken} AND status = 'claimed'`
   const inTransaction = Effect.map(Effect.serviceOption(SqlClient.TransactionConnection), Option.isSome)
 
   const get = (kind: string, key: string) =>
@@ -235,46 +238,41 @@ export const makeDueWork = Effect.gen(function* () {
         const until = addDuration(at, leaseTtl)
         const rows = yield* sql`
           UPDATE processors.due_work SET lease_until = ${until}, updated_at = ${at}
-           WHERE id = ${item.id} AND claim_token = ${item.claimToken} AND status = 'claimed'
-          RETURNING 1 AS ok`
+            WHERE ${claimed(item)} RETURNING 1 AS ok`
         return rows.length > 0
       }),
 
-    // Short and never interrupted: an outcome whose I/O already happened is recorded, not lost.
-    complete: (item, outcome) =>
-      sql
-        .withTransaction(
-          Effect.gen(function* () {
-            const at = yield* now
-            const fence = sql`id = ${item.id} AND claim_token = ${item.claimToken} AND status = 'claimed'`
-            const rows =
-              outcome._tag === "Done"
-                ? yield* sql`UPDATE processors.due_work
-                  SET status = 'done', lease_until = NULL, completed_at = ${at}, updated_at = ${at}
-                  WHERE ${fence} RETURNING 1 AS ok`
-                : outcome._tag === "Retry"
-                  ? yield* sql`UPDATE processors.due_work
-                    SET status = 'pending', due_at = ${outcome.at}, last_error = ${outcome.error},
-                        claimed_by = NULL, lease_until = NULL, updated_at = ${at}
-                    WHERE ${fence} RETURNING 1 AS ok`
-                  : yield* sql`UPDATE processors.due_work
-                    SET status = 'failed', last_error = ${outcome.error}, lease_until = NULL,
-                        completed_at = ${at}, updated_at = ${at}
-                    WHERE ${fence} RETURNING 1 AS ok`
-            if (rows.length === 0) return false
-            if (outcome.inTransaction) yield* outcome.inTransaction
-            return true
-          })
-        )
-        .pipe(Effect.uninterruptible),
+    // Short and never interrupted: an outcome whose I/O already happened is recorded, not lost. A
+    // bare outcome is one statement (atomic by itself: no BEGIN/COMMIT round trips); one with
+    // `inTransaction` writes commits them together with it.
+    complete: (item, outcome) => {
+      const record = Effect.flatMap(now, (at) => {
+        const set =
+          outcome._tag === "Done"
+            ? sql`status = 'done', lease_until = NULL, completed_at = ${at}`
+            : outcome._tag === "Retry"
+              ? sql`status = 'pending', due_at = ${outcome.at}, last_error = ${outcome.error},
+                    claimed_by = NULL, lease_until = NULL`
+              : sql`status = 'failed', last_error = ${outcome.error}, lease_until = NULL, completed_at = ${at}`
+        return sql`UPDATE processors.due_work SET ${set}, updated_at = ${at}
+                    WHERE ${claimed(item)} RETURNING 1 AS ok`
+      }).pipe(Effect.map((rows) => rows.length > 0))
+      const writes = outcome.inTransaction
+      return Effect.uninterruptible(
+        writes === undefined
+          ? record
+          : sql.withTransaction(
+              Effect.flatMap(record, (ours) => (ours ? Effect.as(writes, true) : Effect.succeed(false)))
+            )
+      )
+    },
 
     release: (item) =>
       Effect.gen(function* () {
         const at = yield* now
         const rows = yield* sql`
           UPDATE processors.due_work SET status = 'pending', claimed_by = NULL, lease_until = NULL, updated_at = ${at}
-           WHERE id = ${item.id} AND claim_token = ${item.claimToken} AND status = 'claimed'
-          RETURNING 1 AS ok`
+            WHERE ${claimed(item)} RETURNING 1 AS ok`
         return rows.length > 0
       }),
 
