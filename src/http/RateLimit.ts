@@ -233,14 +233,29 @@ export const defaultRateLimitRules = (config: AppConfigShape): ReadonlyArray<Rat
   }
 ]
 
+/** `path` as `routePath` gives it. */
 const matches = (prefix: string, path: string) => {
-  const p = prefix.endsWith("/") ? prefix.slice(0, -1) : prefix
+  const lower = prefix.toLowerCase()
+  const p = lower.endsWith("/") ? lower.slice(0, -1) : lower
   return path === p || path.startsWith(`${p}/`)
 }
 
-const pathOf = (url: string) => {
-  const q = url.indexOf("?")
-  return q === -1 ? url : url.slice(0, q)
+/**
+ * The path as the router matches it (find-my-way): an absolute-form target loses its origin,
+ * repeated slashes collapse, `?`, `;` or `#` ends it, escapes are decoded and case is ignored. A
+ * rule compared with the raw URL would let `//v1/…`, `/V1/…` or `/%761/…` reach its routes unlimited.
+ */
+const routePath = (url: string) => {
+  let path = url.startsWith("/") ? url : url.replace(/^https?:\/\/.*?\//, "/")
+  path = path.replace(/\/\/+/g, "/")
+  const end = path.slice(1).search(/[?;#]/)
+  if (end !== -1) path = path.slice(0, end + 1)
+  try {
+    path = decodeURI(path)
+  } catch {
+    // a malformed escape: the router finds no route either
+  }
+  return path.toLowerCase()
 }
 
 export const rateLimitHeaders = (d: RateLimitDecision): Record<string, string> => ({
@@ -306,7 +321,7 @@ export const rateLimitMiddleware = (options: RateLimitMiddlewareOptions = {}) =>
       if (!config.rateLimit.enabled) return yield* app
       const request = yield* HttpServerRequest.HttpServerRequest
       if (request.method === "OPTIONS") return yield* app
-      const path = pathOf(request.url)
+      const path = routePath(request.url)
       const rule = rulesFor(config).find((r) => matches(r.prefix, path))
       if (!rule) return yield* app
       const limiter = yield* RateLimiter

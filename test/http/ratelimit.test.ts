@@ -3,13 +3,15 @@
  * socket with the service's route table (`/auth/*` per client IP, `/v1/*` per credential) from
  * configuration, time moved by a shifted Clock the server runs on.
  */
+import { request } from "node:http"
 import {
   HttpApi,
   HttpApiBuilder,
   HttpApiEndpoint,
   HttpApiGroup,
   HttpClient,
-  HttpClientRequest
+  HttpClientRequest,
+  HttpServer
 } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { describe, expect, it, layer } from "@effect/vitest"
@@ -229,6 +231,46 @@ describe("rate limits over HTTP", () => {
         expect(missing.status).toBe(404)
         expect(missing.headers["ratelimit-limit"]).toBe("2")
         expect(missing.headers["ratelimit-remaining"]).toBe("1")
+      })
+    )
+
+    it.effect("a rule applies however its route is spelled (case, slashes, escapes, absolute form)", () =>
+      Effect.gen(function* () {
+        const ip = "192.0.2.60"
+        for (let i = 0; i < 3; i++) expect((yield* login(ip)).status).toBe(200)
+        expectLimited(yield* login(ip), 20)
+        for (const path of [
+          "/AUTH/login",
+          "//auth/login",
+          "/%61uth/login",
+          "/auth//login",
+          "/auth/login;x"
+        ]) {
+          expectLimited(yield* send(HttpClientRequest.post(path), { ip }), 20)
+        }
+        // An absolute-form request target (`POST http://host/auth/login`) routes like its path.
+        const address = (yield* HttpServer.HttpServer).address
+        if (address._tag !== "TcpAddress") throw new Error("expected a TCP server")
+        const status = yield* Effect.async<number>((resume) => {
+          const req = request(
+            {
+              host: "127.0.0.1",
+              port: address.port,
+              method: "POST",
+              path: "http://example.test/auth/login",
+              headers: { "x-forwarded-for": `203.0.113.9, ${ip}` }
+            },
+            (res) => {
+              res.resume()
+              resume(Effect.succeed(res.statusCode ?? 0))
+            }
+          )
+          req.on("error", (e) => resume(Effect.die(e)))
+          req.end()
+        })
+        expect(status).toBe(429)
+        // A malformed escape finds no route: a 404, not a 5xx.
+        expect((yield* send(HttpClientRequest.post("/auth/login%"), { ip: "192.0.2.61" })).status).toBe(404)
       })
     )
 
