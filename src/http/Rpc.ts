@@ -121,39 +121,25 @@ export class AuditRpcs extends RpcGroup.make(
 
 const iso = (d: Date | null) => (d === null ? null : d.toISOString())
 
+/** The report on the wire: dates as ISO strings, checkpoints as strings (fields not in the schema are dropped). */
 export const toOpsStatusResult = (report: OpsReport): OpsStatusResult => ({
   at: report.at.toISOString(),
   head: { position: report.head.position, recordedAt: iso(report.head.recordedAt) },
   subscriptions: report.subscriptions.map((s) => ({
-    subscriptionId: s.subscriptionId,
-    source: s.source,
+    ...s,
     checkpoint: Checkpoint.format(s.checkpoint),
-    lagEvents: s.lagEvents,
-    lagSeconds: s.lagSeconds,
-    owner: s.owner,
-    generation: s.generation,
     leaseUntil: iso(s.leaseUntil),
-    status: s.status,
-    error: s.error,
     lastEventAt: iso(s.lastEventAt),
     updatedAt: iso(s.updatedAt)
   })),
   processors: report.processors.map((p) => ({
-    name: p.name,
-    state: p.state,
-    restarts: p.restarts,
-    lastError: p.lastError,
+    ...p,
     lastStartedAt: iso(p.lastStartedAt),
     lastFailedAt: iso(p.lastFailedAt),
     nextStartAt: iso(p.nextStartAt)
   })),
   dueWork: report.dueWork.map((d) => ({
-    kind: d.kind,
-    pending: d.pending,
-    due: d.due,
-    claimed: d.claimed,
-    expiredClaims: d.expiredClaims,
-    failed: d.failed,
+    ...d,
     oldestDueAt: iso(d.oldestDueAt),
     oldestDueAgeSeconds: oldestDueAgeSeconds(report.at, d)
   }))
