@@ -364,7 +364,7 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
       if (header === undefined) return yield* app
       const key = parseIdempotencyKey(header)
       if (Option.isNone(key)) {
-        return yield* errorResponse(400, "invalid_request_error", {
+        return yield* errorResponse(400, {
           code: "parameter_invalid",
           message: "Idempotency-Key must be 1 to 255 printable ASCII characters",
           param: "Idempotency-Key"
@@ -390,12 +390,12 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
         case "Replay":
           return yield* replay(outcome.response)
         case "InProgress":
-          return yield* errorResponse(409, "invalid_request_error", {
+          return yield* errorResponse(409, {
             code: "idempotency_request_in_progress",
             message: "A request with this Idempotency-Key is still being processed; retry later"
           })
         case "Mismatch":
-          return yield* errorResponse(422, "idempotency_error", {
+          return yield* errorResponse(422, {
             code: "idempotency_key_reused",
             message: `This Idempotency-Key was already used with a different request (${outcome.method} ${outcome.path.split("?")[0]}); use a new key for a new request`
           })

@@ -20,7 +20,7 @@ import { createHash } from "node:crypto"
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Context, Duration, Effect, Layer, Option } from "effect"
 import { AppConfig, type AppConfigShape } from "../config.js"
-import { type ErrorInput, type ErrorType, errorBody } from "./errors.js"
+import { type ErrorInput, errorBody, typeForStatus } from "./errors.js"
 import { CurrentRequestId } from "./middleware.js"
 
 /** How fast a bucket fills and how large it is. Buckets are shared by policies with the same name. */
@@ -273,12 +273,11 @@ const encoder = new TextEncoder()
  */
 export const errorResponse = (
   status: number,
-  type: ErrorType,
   input: ErrorInput,
   headers: Record<string, string> = {}
 ): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
   Effect.map(CurrentRequestId, (requestId) => {
-    const body = errorBody(type, input)
+    const body = errorBody(typeForStatus(status), input)
     return HttpServerResponse.uint8Array(
       encoder.encode(JSON.stringify({ error: { ...body.error, ...(requestId ? { requestId } : {}) } })),
       {
@@ -335,7 +334,6 @@ export const rateLimitMiddleware = (options: RateLimitMiddlewareOptions = {}) =>
         const seconds = d.retryAfterSeconds
         return yield* errorResponse(
           429,
-          "rate_limit_error",
           {
             code: "rate_limited",
             message: `Too many requests; retry in ${seconds} second${seconds === 1 ? "" : "s"}`
