@@ -147,12 +147,12 @@ export const makeDueWork = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const signal = yield* makeAppendSignal
   const columns = sql.literal(COLUMNS)
-  const columnsOf = (alias: string) =>
-    sql.literal(
-      COLUMNS.split(",")
-        .map((c) => `${alias}.${c.trim()}`)
-        .join(", ")
-    )
+  // Qualified for the statements where `d` is joined (`id` alone would be ambiguous).
+  const columnsOfD = sql.literal(
+    COLUMNS.split(",")
+      .map((c) => `d.${c.trim()}`)
+      .join(", ")
+  )
   /** The fence of every write made under a claim: still this very claim. */
   const claimed = (item: DueItem) =>
     sql`id = ${item.id} AND claim_token = ${item.claimToken} AND status = 'claimed'`
@@ -181,10 +181,13 @@ export const makeDueWork = Effect.gen(function* () {
                 claimed_by = NULL, lease_until = NULL, completed_at = NULL, updated_at = EXCLUDED.updated_at
             WHERE d.status = 'pending'
                OR (${replace}::boolean AND d.status IN ('done', 'failed', 'cancelled'))
-          RETURNING ${columnsOf("d")}`
+          RETURNING ${columnsOfD}`
         const row = rows[0]
-        if (!(yield* inTransaction)) yield* signal.notify
-        if (row) return row
+        if (row) {
+          if (!(yield* inTransaction)) yield* signal.notify
+          return row
+        }
+        // Left alone (claimed, or finished without `replace`): nothing new for the workers.
         const existing = yield* get(input.kind, input.key)
         if (Option.isNone(existing)) return yield* Effect.dieMessage("due_work row vanished during schedule")
         return existing.value
@@ -228,7 +231,7 @@ export const makeDueWork = Effect.gen(function* () {
              SET status = 'claimed', claimed_by = ${options.owner}, claim_token = d.claim_token + 1,
                  lease_until = ${until}, attempts = d.attempts + 1, updated_at = ${at}
             FROM picked WHERE d.id = picked.id
-          RETURNING ${columnsOf("d")}`)
+          RETURNING ${columnsOfD}`)
         return [...rows].sort(byDueAt)
       }),
 
