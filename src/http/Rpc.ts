@@ -29,7 +29,7 @@ import { type OpsReport, OpsStatus, oldestDueAgeSeconds } from "../audit/OpsStat
 import { AppendSignal } from "../eventstore/AppendSignal.js"
 import * as Checkpoint from "../eventstore/Checkpoint.js"
 import { EventStore } from "../eventstore/EventStore.js"
-import { CredentialVerifier, CurrentActor, hasScope } from "./Auth.js"
+import { CredentialVerifier, CurrentActor, requireScope } from "./Auth.js"
 import { BadRequest, errorBody, Forbidden, InternalError, Unauthorized } from "./errors.js"
 
 export const RPC_PATH = "/rpc"
@@ -173,14 +173,9 @@ export const RpcAuthenticationLive = Layer.effect(
           })
         }
         const actor = yield* verifier.verify(credential)
-        const scope = Context.get(rpc.annotations, RpcScope)
-        if (!hasScope(actor, scope)) {
-          return yield* Forbidden.of({
-            code: "insufficient_scope",
-            message: `this credential lacks the ${scope} scope`
-          })
-        }
-        return actor
+        return yield* requireScope(Context.get(rpc.annotations, RpcScope)).pipe(
+          Effect.provideService(CurrentActor, actor)
+        )
       })
     )
   )
