@@ -141,7 +141,7 @@ export const makeRateLimiter = (options: RateLimiterOptions = {}): Effect.Effect
           const existing = buckets.get(key)
           const tokens = refilled(policy, existing, now)
           const allowed = cost <= policy.capacity && tokens + EPSILON >= cost
-          if (!commit) return decision(policy, tokens, tokens + EPSILON >= 1, 1)
+          if (!commit) return decision(policy, tokens, allowed, cost)
           const left = allowed ? Math.max(0, tokens - cost) : tokens
           if (existing) buckets.delete(key)
           buckets.set(key, { tokens: left, updatedAt: now })
@@ -303,16 +303,14 @@ export interface RateLimitMiddlewareOptions {
 export const rateLimitMiddleware = (options: RateLimitMiddlewareOptions = {}) => {
   const cache = new WeakMap<AppConfigShape, ReadonlyArray<RateLimitRule>>()
   const rulesFor = (config: AppConfigShape) => {
-    const rules = options.rules
-    if (rules === undefined || typeof rules === "function") {
-      let cached = cache.get(config)
-      if (!cached) {
-        cached = rules === undefined ? defaultRateLimitRules(config) : rules(config)
-        cache.set(config, cached)
-      }
-      return cached
+    const rules = options.rules ?? defaultRateLimitRules
+    if (typeof rules !== "function") return rules
+    let cached = cache.get(config)
+    if (!cached) {
+      cached = rules(config)
+      cache.set(config, cached)
     }
-    return rules
+    return cached
   }
   return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | RateLimiter | AppConfig> =>
     Effect.gen(function* () {
