@@ -141,17 +141,14 @@ export const runMigrations = (
 /** Loads `migrations/` and applies what is pending. */
 export const migrate = (dir?: string) => Effect.flatMap(loadMigrations(dir), runMigrations)
 
-/** The newest applied migration id, and whether every migration file is applied (for /ready). */
-export const migrationStatus = (dir?: string) =>
+/** Whether every given migration is applied, and how many are not (for /ready: load the files once). */
+export const migrationStatus = (migrations: ReadonlyArray<Pick<Migration, "id">>) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const files = yield* loadMigrations(dir)
     const rows = yield* sql<{ id: number }>`SELECT id FROM public.schema_migrations`.pipe(
       Effect.catchAll(() => Effect.succeed([] as ReadonlyArray<{ id: number }>))
     )
     const applied = new Set(rows.map((r) => r.id))
-    return {
-      upToDate: files.every((f) => applied.has(f.id)),
-      pending: files.filter((f) => !applied.has(f.id)).length
-    }
+    const pending = migrations.filter((m) => !applied.has(m.id)).length
+    return { upToDate: pending === 0, pending }
   })

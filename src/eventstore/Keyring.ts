@@ -94,9 +94,7 @@ export const isEnvelope = (value: unknown): value is Envelope =>
   typeof (value as { v?: unknown }).v === "string"
 
 export interface KeyringShape {
-  /** Encrypts a JSON value for `subject`, creating the subject's key on first use. */
-  readonly seal: (subject: string, value: unknown) => Effect.Effect<Envelope, SubjectForgotten | SqlError>
-  /** Encrypts several JSON values for one subject with a single key lookup. */
+  /** Encrypts JSON values for one subject with a single key lookup, creating its key on first use. */
   readonly sealAll: (
     subject: string,
     values: ReadonlyArray<unknown>
@@ -162,7 +160,6 @@ export const makeKeyring = (master: MasterKey) =>
     })
 
     const keyring: KeyringShape = {
-      seal: (subject, value) => Effect.map(keyForWriting(subject), (dek) => envelope(dek, subject, value)),
       sealAll: (subject, values) =>
         Effect.map(keyForWriting(subject), (dek) => values.map((value) => envelope(dek, subject, value))),
       open: (envelopes) =>

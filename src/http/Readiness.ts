@@ -2,7 +2,7 @@
 import { SqlClient } from "@effect/sql"
 import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.js"
-import { migrationStatus } from "../db/Migrations.js"
+import { loadMigrations, migrationStatus } from "../db/Migrations.js"
 import { Supervisor } from "../processors/Supervisor.js"
 import type { Readiness as ReadinessBody } from "./Api.js"
 
@@ -27,11 +27,16 @@ export const ReadinessLive = Layer.effect(
       Effect.as(ok("reachable")),
       Effect.catchAllCause(() => Effect.succeed(notOk("unreachable")))
     )
-    const migrations = migrationStatus().pipe(
-      Effect.provideService(SqlClient.SqlClient, sql),
-      Effect.map((s) => (s.upToDate ? ok("up to date") : notOk(`${s.pending} pending`))),
-      Effect.catchAllCause(() => Effect.succeed(notOk("unknown")))
-    )
+    // The files are read once: they do not change while the process runs.
+    const files = yield* Effect.either(loadMigrations())
+    const migrations =
+      files._tag === "Left"
+        ? Effect.succeed(notOk(`migration files unreadable: ${files.left.message}`))
+        : migrationStatus(files.right).pipe(
+            Effect.provideService(SqlClient.SqlClient, sql),
+            Effect.map((s) => (s.upToDate ? ok("up to date") : notOk(`${s.pending} pending`))),
+            Effect.catchAllCause(() => Effect.succeed(notOk("unknown")))
+          )
     const processors = Effect.gen(function* () {
       if (config.role === "api") return ok("not run by this process (ROLE=api)")
       const statuses = Option.isSome(supervisor) ? yield* supervisor.value.status : []

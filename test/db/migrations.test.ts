@@ -38,7 +38,7 @@ layer(DatabaseLive.pipe(Layer.provideMerge(TestConfig)), { excludeTestServices: 
           expect(first.current).toBe(3)
           expect(yield* tables).toEqual(["a", "c"])
           expect((yield* migrate(d)).applied).toEqual([])
-          expect(yield* migrationStatus(d)).toEqual({ upToDate: true, pending: 0 })
+          expect(yield* migrationStatus(yield* loadMigrations(d))).toEqual({ upToDate: true, pending: 0 })
 
           // A late-merged file numbered below the newest applied one is an error, not skipped.
           write(d, "0002_b.sql", "CREATE TABLE mig.b (id int);")
@@ -46,7 +46,7 @@ layer(DatabaseLive.pipe(Layer.provideMerge(TestConfig)), { excludeTestServices: 
           expect(late._tag).toBe("MigrationError")
           expect(late._tag === "MigrationError" && late.reason).toBe("out_of_order")
           expect(yield* tables).toEqual(["a", "c"])
-          expect(yield* migrationStatus(d)).toEqual({ upToDate: false, pending: 1 })
+          expect(yield* migrationStatus(yield* loadMigrations(d))).toEqual({ upToDate: false, pending: 1 })
           rmSync(join(d, "0002_b.sql"))
 
           // Editing an applied migration is refused.

@@ -405,7 +405,7 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })(
         expect(isShredded((yield* other.open([envelope]))[0])).toBe(true)
         expect(yield* other.isForgotten(c.id)).toBe(true)
         // Writing through the other keyring is refused at once: writes always check the key row.
-        expect((yield* Effect.flip(other.seal(c.id, "x")))._tag).toBe("SubjectForgotten")
+        expect((yield* Effect.flip(other.sealAll(c.id, ["x"])))._tag).toBe("SubjectForgotten")
       }).pipe(Effect.provide(TestContext.TestContext))
     )
   }
