@@ -275,10 +275,16 @@ export const opsFamilies = (report: OpsReport): ReadonlyArray<MetricFamily> => {
 
 const digest = (s: string) => createHash("sha256").update(s).digest()
 
-const authorized = (token: Option.Option<Redacted.Redacted<string>>, header: string | undefined) => {
-  if (Option.isNone(token)) return true
-  const match = /^bearer\s+(\S+)\s*$/i.exec(header ?? "")
-  return match?.[1] !== undefined && timingSafeEqual(digest(match[1]), digest(Redacted.value(token.value)))
+/** The check of `Authorization` against `METRICS_TOKEN`, built once: the token is hashed at start-up. */
+const authorizer = (
+  token: Option.Option<Redacted.Redacted<string>>
+): ((header: string | undefined) => boolean) => {
+  if (Option.isNone(token)) return () => true
+  const expected = digest(Redacted.value(token.value))
+  return (header) => {
+    const match = /^bearer\s+(\S+)\s*$/i.exec(header ?? "")
+    return match?.[1] !== undefined && timingSafeEqual(digest(match[1]), expected)
+  }
 }
 
 /** Everything `/metrics` shows, as text. */
@@ -308,13 +314,13 @@ export const renderMetrics = Effect.gen(function* () {
 /** `GET /metrics` as a raw route on the HttpApi router. */
 export const MetricsRouteLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
-    const config = yield* AppConfig
+    const authorized = authorizer((yield* AppConfig).metricsToken)
     const context = yield* Effect.context<HttpMetrics | OpsStatus>()
     yield* router.get(
       METRICS_PATH,
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
-        if (!authorized(config.metricsToken, request.headers.authorization)) {
+        if (!authorized(request.headers.authorization)) {
           return HttpServerResponse.empty({ status: 401, headers: { "www-authenticate": "Bearer" } })
         }
         const body = yield* Effect.provide(renderMetrics, context)
