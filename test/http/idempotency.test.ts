@@ -4,14 +4,14 @@
  * stored, key syntax, the crashed-process lease and the 24 h expiry (time moved by a shifted Clock
  * the server runs on).
  */
-import { createHash } from "node:crypto"
 import {
   HttpApi,
   HttpApiBuilder,
   HttpApiEndpoint,
   HttpApiGroup,
   HttpClient,
-  HttpClientRequest
+  HttpClientRequest,
+  HttpServerRequest
 } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
@@ -39,7 +39,12 @@ import {
   purgeExpiredIdempotencyKeys
 } from "../../src/http/Idempotency.js"
 import { apiMiddleware } from "../../src/http/middleware.js"
-import { RateLimiterLive, rateLimitMiddleware, rateLimitPolicy } from "../../src/http/RateLimit.js"
+import {
+  RateLimiterLive,
+  rateLimitMiddleware,
+  rateLimitPolicy,
+  requesterKey
+} from "../../src/http/RateLimit.js"
 import { processors } from "../../src/registry.js"
 import { makeShiftedClock } from "../support/clock.js"
 import { testConfig } from "../support/database.js"
@@ -521,7 +526,15 @@ describe("Idempotency-Key", () => {
         // Another process claimed the key for this very request and died.
         const outcome = yield* claimIdempotencyKey(
           idempotencyTarget({
-            requester: `credential:${createHash("sha256").update("Bearer crash-token").digest("hex")}`,
+            requester: requesterKey(
+              HttpServerRequest.fromWeb(
+                new Request("http://localhost/probe/orders", {
+                  method: "POST",
+                  headers: { authorization: "Bearer crash-token" }
+                })
+              ),
+              0
+            ),
             key,
             method: "POST",
             path: "/probe/orders",
