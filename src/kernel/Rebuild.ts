@@ -8,6 +8,7 @@
  * writer of this projection has either committed (its events are visible and get replayed into the
  * new tables) or has not written yet (it will write the new tables after the swap).
  */
+import { randomBytes } from "node:crypto"
 import { performance } from "node:perf_hooks"
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -15,6 +16,7 @@ import { Data, Effect } from "effect"
 import { type Checkpoint, origin } from "../eventstore/Checkpoint.js"
 import { EventStore, type StoredEvent } from "../eventstore/EventStore.js"
 import type { EventDecodeError } from "../eventstore/errors.js"
+import { type LeaseLost, withLease } from "../processors/Lease.js"
 import {
   decodeStoredBatch,
   PROJECTION_LOCK_CLASS,
@@ -60,9 +62,18 @@ export const rebuildProjection = (
   } = {}
 ): Effect.Effect<
   RebuildReport,
-  RebuildError | EventDecodeError | SqlError,
+  RebuildError | EventDecodeError | LeaseLost | SqlError,
   SqlClient.SqlClient | EventStore
 > =>
+  // One rebuild per projection at a time, cluster-wide: a second one waits for the lease instead of
+  // dropping the first one's `_next` tables under it.
+  withLease(
+    `rebuild:${projection.name}`,
+    { owner: `rebuild-${process.pid}-${randomBytes(4).toString("hex")}`, ttl: "30 seconds" },
+    () => rebuildUnderLease(projection, options)
+  ).pipe(Effect.withSpan("projection.rebuild", { attributes: { "projection.name": projection.name } }))
+
+const rebuildUnderLease = (projection: Projection, options: Parameters<typeof rebuildProjection>[1] = {}) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const store = yield* EventStore
@@ -158,4 +169,4 @@ export const rebuildProjection = (
       seconds,
       eventsPerSecond: seconds > 0 ? Math.round(done / seconds) : done
     }
-  }).pipe(Effect.withSpan("projection.rebuild", { attributes: { "projection.name": projection.name } }))
+  })

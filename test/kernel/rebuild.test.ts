@@ -90,6 +90,21 @@ layer(TestLayer, { excludeTestServices: true, timeout: 180_000 })("projection re
     })
   )
 
+  it.effect("two rebuilds of one projection at once run one after the other, both correct", () =>
+    Effect.gen(function* () {
+      const before = yield* snapshotTable
+      const reports = yield* Effect.all(
+        [
+          rebuildProjection(AccountsProjection, { batchSize: 20 }),
+          rebuildProjection(AccountsProjection, { batchSize: 20 })
+        ],
+        { concurrency: "unbounded" }
+      )
+      expect(reports.map((r) => r.events)).toEqual([reports[0]?.events, reports[0]?.events])
+      expect(yield* snapshotTable).toEqual(before)
+    })
+  )
+
   it.effect("an unknown table is a typed error, not a crash", () =>
     Effect.gen(function* () {
       const broken = { ...AccountsProjection, tables: ["read_models.does_not_exist"] }
