@@ -102,10 +102,12 @@ export const parseEventLogRequest = (
             )
           )
     const limit = request.limit ?? options.defaultLimit ?? DEFAULT_LIMIT
-    if (
-      limit !== Number.POSITIVE_INFINITY &&
-      (!Number.isSafeInteger(limit) || limit < 1 || limit > maxLimit)
-    ) {
+    // Unbounded only where the caller allows it (the export), whatever the request asks for.
+    const limitOk =
+      limit === Number.POSITIVE_INFINITY
+        ? maxLimit === Number.POSITIVE_INFINITY
+        : Number.isSafeInteger(limit) && limit >= 1 && limit <= maxLimit
+    if (!limitOk) {
       return yield* invalid(
         "limit",
         `limit must be an integer between 1 and ${maxLimit === Number.POSITIVE_INFINITY ? "2^53" : maxLimit}`

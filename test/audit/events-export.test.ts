@@ -134,6 +134,17 @@ layer(TestPersistence.pipe(Layer.tap((ctx) => Effect.provide(seed, ctx))), {
   )
 })
 
+describe("parseEventLogRequest", () => {
+  vitest("an unbounded limit only where the caller allows it", () => {
+    const refused = Effect.runSync(Effect.flip(parseEventLogRequest({ limit: Number.POSITIVE_INFINITY })))
+    expect(refused.param).toBe("limit")
+    const allowed = Effect.runSync(
+      parseEventLogRequest({ limit: Number.POSITIVE_INFINITY }, { maxLimit: Number.POSITIVE_INFINITY })
+    )
+    expect(allowed.limit).toBe(Number.POSITIVE_INFINITY)
+  })
+})
+
 describe("events:export command line and sink", () => {
   vitest("options", () => {
     const parsed = parseExportArgs([
