@@ -28,11 +28,11 @@ export const AppLive = Layer.unwrapEffect(
   Layer.provide(ServicesLive),
   // Below everything that traces (the database and migrations included); off without an endpoint.
   Layer.provide(TracingLive),
-  Layer.provide(AppConfigLive),
   Layer.tap(() => Effect.logInfo("commerce-platform started"))
 )
 
-const bounded = Effect.gen(function* () {
+/** Runs the service until SIGTERM/SIGINT. Needs `AppConfig`, read once for the whole process. */
+export const program = Effect.gen(function* () {
   const config = yield* AppConfig
   // Finalizers (close the server, stop processors, release leases, close the database) get the
   // shutdown budget; past it the process exits regardless.
@@ -41,10 +41,12 @@ const bounded = Effect.gen(function* () {
       setTimeout(() => process.exit(1), config.shutdownTimeoutSeconds * 1000).unref()
     })
   }
-}).pipe(Effect.provide(AppConfigLive))
+  return yield* Layer.launch(AppLive)
+})
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  Effect.zipRight(bounded, Layer.launch(AppLive)).pipe(
+  program.pipe(
+    Effect.provide(AppConfigLive),
     Effect.provide(LoggingLive),
     NodeRuntime.runMain({ disablePrettyLogger: true })
   )
