@@ -6,7 +6,7 @@ import { EventStore } from "../../src/eventstore/EventStore.js"
 import { defineEvent } from "../../src/eventstore/EventType.js"
 import { type DueItem, DueOutcome, DueWork, DueWorkLive, dueWorker } from "../../src/processors/DueWork.js"
 import { TestPersistence, usingRealPostgres } from "../support/database.js"
-import { eventually, liveSleep, withTestClock } from "./helpers.js"
+import { eventually, parked, withTestClock } from "./helpers.js"
 
 const TestLayer = DueWorkLive.pipe(Layer.provideMerge(TestPersistence))
 
@@ -130,9 +130,10 @@ layer(TestLayer, { excludeTestServices: true, timeout: 60_000 })("DueWork", (it)
               )
           }).run
         )
-        yield* liveSleep("100 millis")
+        yield* parked()
         yield* TestClock.adjust("59 seconds")
-        yield* liveSleep("100 millis")
+        // The worker polled at 59 s (and parked again) without claiming.
+        yield* parked()
         expect(yield* Ref.get(seen)).toEqual([])
         yield* TestClock.adjust("1 second")
         // The worker polls on the TestClock: keep nudging it until the item is handled.
@@ -150,31 +151,34 @@ layer(TestLayer, { excludeTestServices: true, timeout: 60_000 })("DueWork", (it)
   )
 
   it.effect("a worker wakes up right after a local schedule instead of waiting for the poll interval", () =>
-    Effect.gen(function* () {
-      const work = yield* DueWork
-      const seen = yield* Ref.make(0)
-      const fiber = yield* Effect.fork(
-        dueWorker({
-          kinds: ["wake"],
-          owner: "w",
-          pollInterval: "1 hour",
-          handle: () =>
-            Effect.as(
-              Ref.update(seen, (n) => n + 1),
-              DueOutcome.done()
-            )
-        }).run
-      )
-      // Let the worker reach its (one-hour) idle wait.
-      yield* Effect.sleep("200 millis")
-      const now = yield* Clock.currentTimeMillis
-      yield* work.schedule({ kind: "wake", key: "now", dueAt: at(now) })
-      yield* eventually(
-        Effect.map(Ref.get(seen), (n) => n === 1),
-        { timeout: "10 seconds" }
-      )
-      yield* Fiber.interrupt(fiber)
-    })
+    withTestClock(
+      Effect.gen(function* () {
+        const work = yield* DueWork
+        const seen = yield* Ref.make(0)
+        const fiber = yield* Effect.fork(
+          dueWorker({
+            kinds: ["wake"],
+            owner: "w",
+            pollInterval: "1 hour",
+            handle: () =>
+              Effect.as(
+                Ref.update(seen, (n) => n + 1),
+                DueOutcome.done()
+              )
+          }).run
+        )
+        // The worker polled once and parked. The TestClock never moves in this test, so its poll
+        // timer never fires: only the schedule's wake-up can start the claim that handles the item.
+        yield* parked()
+        const now = yield* Clock.currentTimeMillis
+        yield* work.schedule({ kind: "wake", key: "now", dueAt: at(now) })
+        yield* eventually(
+          Effect.map(Ref.get(seen), (n) => n === 1),
+          { timeout: "10 seconds" }
+        )
+        yield* Fiber.interrupt(fiber)
+      })
+    )
   )
 
   it.effect("concurrent workers claim every item exactly once", () =>
@@ -254,10 +258,10 @@ layer(TestLayer, { excludeTestServices: true, timeout: 60_000 })("DueWork", (it)
               )
           }).run
         )
-        yield* liveSleep("100 millis")
+        yield* parked()
         yield* TestClock.adjust("30 seconds")
-        yield* liveSleep("100 millis")
-        // lease_until = now is not yet expired.
+        yield* parked()
+        // The worker polled at 30 s: lease_until = now is not yet expired.
         expect(yield* Ref.get(seen)).toEqual([])
         yield* eventually(
           Effect.zipRight(

@@ -1,5 +1,5 @@
 /** Helpers shared by the processor tests. */
-import { Duration, Effect, TestClock, TestContext, TestServices } from "effect"
+import { Chunk, Clock, Duration, Effect, TestClock, TestContext, TestServices } from "effect"
 
 /** Runs `effect` under a fresh TestClock (layers built with `excludeTestServices` run live). */
 export const withTestClock = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
@@ -22,12 +22,22 @@ export const eventually = <E, R>(
     }
   })
 
-/** Lets forked fibers run until they block. */
-export const settle = Effect.repeatN(Effect.yieldNow(), 50)
-
-/** A live-clock pause (under TestClock too). */
-export const liveSleep = (duration: Duration.DurationInput) =>
-  TestServices.provideLive(Effect.sleep(duration))
+/**
+ * Waits until some fiber sleeps on the TestClock until at least `ahead` past its current time
+ * (default: any time ahead): a poller that finished its round and parked. From then on, only a
+ * clock move or a wake-up can start its next round — unlike a live pause, which proves nothing on
+ * a slow machine. (A clock move runs and removes the sleeps it reaches, so only a sleep begun
+ * after the last move counts.)
+ */
+export const parked = (ahead: Duration.DurationInput = 1) =>
+  eventually(
+    Effect.gen(function* () {
+      const at = yield* Clock.currentTimeMillis
+      const sleeps = yield* TestClock.sleeps()
+      return Chunk.some(sleeps, (wakeAt) => wakeAt >= at + Math.max(1, Duration.toMillis(ahead)))
+    }),
+    { message: "no fiber parked on the TestClock" }
+  )
 
 /**
  * `eventually` under the TestClock, advancing it a little on each try so that loops polling on the

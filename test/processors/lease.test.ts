@@ -4,7 +4,7 @@ import { Cause, Deferred, Effect, Exit, Fiber, Option, Ref, TestClock } from "ef
 import { expect } from "vitest"
 import { acquire, LeaseLost, release, renew, withLease } from "../../src/processors/Lease.js"
 import { TestPersistence } from "../support/database.js"
-import { eventually, settle, withTestClock } from "./helpers.js"
+import { eventually, parked, withTestClock } from "./helpers.js"
 
 const ttl = "10 seconds"
 
@@ -82,7 +82,8 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("Lease", 
             Effect.zipRight(Deferred.succeed(started, lease.generation), Deferred.await(finish))
           )
         )
-        yield* settle
+        // Its first attempt failed: it waits (on the TestClock) to try again.
+        yield* parked()
         expect(yield* Deferred.isDone(started)).toBe(false)
         yield* release(held)
         yield* TestClock.adjust("1 second")
@@ -91,6 +92,8 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("Lease", 
         const until = (yield* leaseRow("lease-2"))?.leaseUntil?.getTime() ?? 0
         // Heartbeats every third of the TTL keep pushing lease_until forward.
         for (let i = 0; i < 4; i++) {
+          // The next heartbeat is scheduled before the clock moves past it.
+          yield* parked()
           yield* TestClock.adjust("4 seconds")
           yield* eventually(
             Effect.map(leaseRow("lease-2"), (r) => (r?.leaseUntil?.getTime() ?? 0) > until + i * 4000)
@@ -123,6 +126,8 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("Lease", 
           // Another owner takes over (as if our lease had expired during a pause).
           yield* sql`UPDATE event_store.subscriptions SET lease_until = ${new Date(-1)} WHERE subscription_id = 'lease-3'`
           yield* take("lease-3", "thief")
+          // The heartbeat is scheduled before the clock moves past it.
+          yield* parked()
           yield* TestClock.adjust("4 seconds")
           const exit = yield* Fiber.await(fiber)
           const failure = Exit.isFailure(exit) ? Cause.failureOption(exit.cause) : Option.none()

@@ -11,7 +11,7 @@ import { acquire, release } from "../../src/processors/Lease.js"
 import { type BatchContext, subscriptionProcessor } from "../../src/processors/Subscription.js"
 import { makeSupervisor } from "../../src/processors/Supervisor.js"
 import { TestPersistence, usingRealPostgres } from "../support/database.js"
-import { eventually, nudging, withTestClock } from "./helpers.js"
+import { eventually, nudging, parked, withTestClock } from "./helpers.js"
 
 const Probed = defineEvent("probe.happened", { schema: Schema.Struct({ n: Schema.Number }) })
 const Other = defineEvent("probe.other_happened", { schema: Schema.Struct({ n: Schema.Number }) })
@@ -147,25 +147,28 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("subscrip
   )
 
   it.effect("wakes up right after a local append instead of waiting for the poll interval", () =>
-    Effect.gen(function* () {
-      yield* setup
-      const p = subscriptionProcessor({
-        name: "wake",
-        source: "events",
-        eventTypes: [Other.type],
-        owner: "node-a",
-        pollInterval: { min: "1 hour", max: "1 hour" },
-        handle: recordHandler("wake")
+    withTestClock(
+      Effect.gen(function* () {
+        yield* setup
+        const p = subscriptionProcessor({
+          name: "wake",
+          source: "events",
+          eventTypes: [Other.type],
+          owner: "node-a",
+          pollInterval: { min: "1 hour", max: "1 hour" },
+          handle: recordHandler("wake")
+        })
+        const fiber = yield* Effect.fork(p.run)
+        yield* eventually(Effect.map(subscriptionRow("wake"), (r) => r?.owner === "node-a"))
+        // The first (empty) read is done and the processor is parked in its one-hour wait (the lease
+        // heartbeat sleeps only 5 s). The TestClock never moves here: only the append can wake it.
+        yield* parked("1 hour")
+        const appended = yield* appendMany("wake", 1, { type: Other })
+        yield* eventually(handledCount("wake", 1), { timeout: "10 seconds" })
+        yield* Fiber.interrupt(fiber)
+        expectEachOnce(yield* handled("wake"), appended)
       })
-      const fiber = yield* Effect.fork(p.run)
-      yield* eventually(Effect.map(subscriptionRow("wake"), (r) => r?.owner === "node-a"))
-      // Let the first (empty) read finish so the processor is parked in its one-hour wait.
-      yield* Effect.sleep("100 millis")
-      const appended = yield* appendMany("wake", 1, { type: Other })
-      yield* eventually(handledCount("wake", 1), { timeout: "10 seconds" })
-      yield* Fiber.interrupt(fiber)
-      expectEachOnce(yield* handled("wake"), appended)
-    })
+    )
   )
 
   it.effect(
