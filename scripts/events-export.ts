@@ -1,8 +1,9 @@
 /**
  * `npm run events:export -- [--out file] [--stream id] [--after checkpoint] [--types a,b] [--limit n]`:
  * the event history as NDJSON (the `EventLog.Stream` item shape, one event per line) for auditors,
- * read in batches with the gap-safe reader so memory stays flat. The data goes to the file or stdout;
- * logs and the summary go to stderr. The database is read as it is: no migrations are applied.
+ * read in batches with the gap-safe reader so memory stays flat. The data goes to the file (moved into
+ * place only when complete) or stdout; logs and the summary go to stderr. The database is read as it
+ * is: no migrations are applied.
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Either, Layer, Logger, LogLevel } from "effect"
@@ -33,8 +34,10 @@ const program = Effect.gen(function* () {
   const store = yield* EventStore
   const sink = yield* openSink(args.out)
   const started = performance.now()
-  const summary = yield* exportEventLog(store, query, sink.write, { batchSize: args.batchSize })
-  yield* sink.finish
+  const summary = yield* exportEventLog(store, query, sink.write, { batchSize: args.batchSize }).pipe(
+    Effect.zipLeft(sink.finish),
+    Effect.onError(() => sink.abort)
+  )
   const seconds = (performance.now() - started) / 1000
   const range =
     summary.firstPosition === null ? "" : ` (positions ${summary.firstPosition}…${summary.lastPosition})`

@@ -1,9 +1,12 @@
 /**
  * `npm run events:export`: the command line and the sink of the NDJSON export (the reading is
  * `exportEventLog`). Output goes to a file or stdout with backpressure (a write that the stream
- * refuses waits for `drain`), so memory stays flat however long the history.
+ * refuses waits for `drain`), so memory stays flat however long the history. A file is written
+ * beside its target and moved into place only once complete: a failed or interrupted export never
+ * leaves a truncated file that looks like a whole history, nor clobbers an earlier one.
  */
 import { createWriteStream } from "node:fs"
+import { rename, rm } from "node:fs/promises"
 import type { Writable } from "node:stream"
 import { parseArgs } from "node:util"
 import { Data, Effect, Either } from "effect"
@@ -23,7 +26,7 @@ export const EXPORT_USAGE = `usage: npm run events:export -- [options]
 
 Writes the event history as NDJSON (one event per line) to a file or stdout; a summary goes to stderr.
 
-  --out <path>          write to this file (default: stdout)
+  --out <path>          write to this file, in place once complete (default: stdout)
   --stream <id>         only this stream
   --after <checkpoint>  start after this checkpoint ("<xid>:<position>", as in each line's "checkpoint")
   --types <a,b,…>       only these event types
@@ -94,8 +97,10 @@ export interface Sink {
   readonly name: string
   /** Resolves at once while the stream accepts data, after `drain` when its buffer is full. */
   readonly write: (chunk: string) => Effect.Effect<void, Error>
-  /** Flushes (and, for a file, closes) the stream. */
+  /** Flushes the stream; a file is closed and moved into place. */
   readonly finish: Effect.Effect<void, Error>
+  /** After a failure: a file is discarded (whatever stood at `--out` before stays as it was). */
+  readonly abort: Effect.Effect<void>
 }
 
 /** A sink over a Node writable stream; `end` closes it when finished (files, not stdout). */
@@ -125,19 +130,33 @@ export const makeSink = (name: string, stream: Writable, options: { readonly end
     if (options.end) stream.end(done)
     else stream.write("", done)
   })
-  return { name, write, finish }
+  return { name, write, finish, abort: Effect.void }
 }
 
-/** `--out` file (created or truncated), or stdout. */
+/** `--out` file (written to `<out>.partial`, renamed to `out` by `finish`), or stdout. */
 export const openSink = (out: string | undefined): Effect.Effect<Sink, Error> =>
   out === undefined
     ? Effect.succeed(makeSink("stdout", process.stdout, { end: false }))
     : Effect.async<Sink, Error>((resume) => {
-        const file = createWriteStream(out, { flags: "w" })
+        const partial = `${out}.partial`
+        const file = createWriteStream(partial, { flags: "w" })
         const onError = (error: Error) => resume(Effect.fail(error))
         file.once("error", onError)
         file.once("open", () => {
           file.off("error", onError)
-          resume(Effect.succeed(makeSink(out, file, { end: true })))
+          const sink = makeSink(out, file, { end: true })
+          resume(
+            Effect.succeed({
+              ...sink,
+              finish: Effect.zipRight(
+                sink.finish,
+                Effect.tryPromise({ try: () => rename(partial, out), catch: (e) => e as Error })
+              ),
+              abort: Effect.sync(() => file.destroy()).pipe(
+                Effect.zipRight(Effect.tryPromise(() => rm(partial, { force: true }))),
+                Effect.ignore
+              )
+            })
+          )
         })
       })

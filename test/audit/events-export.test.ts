@@ -5,7 +5,7 @@
  */
 import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Writable } from "node:stream"
@@ -13,7 +13,7 @@ import { describe, layer } from "@effect/vitest"
 import { Effect, Either, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { expect, it as vitest } from "vitest"
 import { type EventLogItem, exportEventLog, parseEventLogRequest } from "../../src/audit/EventLog.js"
-import { makeSink, parseExportArgs } from "../../src/audit/Export.js"
+import { makeSink, openSink, parseExportArgs } from "../../src/audit/Export.js"
 import { AppConfig, makeAppConfig } from "../../src/config.js"
 import { PersistenceLive } from "../../src/db/layers.js"
 import * as Checkpoint from "../../src/eventstore/Checkpoint.js"
@@ -195,6 +195,40 @@ describe("events:export command line and sink", () => {
     expect(slow.writableFinished).toBe(true)
     expect(maxBuffered).toBeLessThanOrEqual(16 + 11)
   })
+
+  vitest(
+    "a file appears only when complete; an aborted export leaves the earlier file as it was",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "events-sink-"))
+      try {
+        const out = join(dir, "history.ndjson")
+        writeFileSync(out, "earlier export\n")
+        await Effect.runPromise(
+          Effect.gen(function* () {
+            const failed = yield* openSink(out)
+            yield* failed.write("half\n")
+            yield* failed.abort
+          })
+        )
+        expect(readFileSync(out, "utf8")).toBe("earlier export\n")
+        expect(existsSync(`${out}.partial`)).toBe(false)
+
+        await Effect.runPromise(
+          Effect.gen(function* () {
+            const sink = yield* openSink(out)
+            yield* sink.write("one\n")
+            expect(readFileSync(out, "utf8")).toBe("earlier export\n")
+            yield* sink.write("two\n")
+            yield* sink.finish
+          })
+        )
+        expect(readFileSync(out, "utf8")).toBe("one\ntwo\n")
+        expect(existsSync(`${out}.partial`)).toBe(false)
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    }
+  )
 })
 
 const runScript = (args: ReadonlyArray<string>, env: Record<string, string>) =>
@@ -244,6 +278,7 @@ describe("npm run events:export", () => {
           const out = join(dir, "history.ndjson")
           const toFile = yield* runScript(["--out", out, "--types", "account.opened"], env)
           expect(toFile.code, toFile.stderr).toBe(0)
+          expect(existsSync(`${out}.partial`)).toBe(false)
           const lines = readFileSync(out, "utf8").trimEnd().split("\n")
           const items = lines.map((l) => JSON.parse(l) as EventLogItem)
           expect(items.map((i) => i.data)).toEqual([
