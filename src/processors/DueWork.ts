@@ -46,23 +46,20 @@ export interface ScheduleInput {
   readonly replace?: boolean
 }
 
+interface InTransaction<E, R> {
+  readonly inTransaction?: Effect.Effect<void, E, R>
+}
+
 /**
  * What a handler decided. `inTransaction` runs in the outcome's transaction (e.g. appending the
  * events that record it), so the outcome and its writes commit together — or not at all.
  */
-export type DueOutcome<E = never, R = never> =
-  | { readonly _tag: "Done"; readonly inTransaction?: Effect.Effect<void, E, R> }
-  | {
-      readonly _tag: "Retry"
-      readonly at: Date
-      readonly error: string
-      readonly inTransaction?: Effect.Effect<void, E, R>
-    }
-  | { readonly _tag: "Failed"; readonly error: string; readonly inTransaction?: Effect.Effect<void, E, R> }
-
-interface InTransaction<E, R> {
-  readonly inTransaction?: Effect.Effect<void, E, R>
-}
+export type DueOutcome<E = never, R = never> = (
+  | { readonly _tag: "Done" }
+  | { readonly _tag: "Retry"; readonly at: Date; readonly error: string }
+  | { readonly _tag: "Failed"; readonly error: string }
+) &
+  InTransaction<E, R>
 
 const withEffect = <E, R>(options: InTransaction<E, R> | undefined) =>
   options?.inTransaction === undefined ? {} : { inTransaction: options.inTransaction }
