@@ -21,16 +21,10 @@ export interface PublicEventRow {
   readonly subjectId?: string
 }
 
-/** A stored public event. */
-export interface PublicEvent {
+/** A stored public event: the inserted row, with its place in the feed. */
+export interface PublicEvent extends Omit<PublicEventRow, "subjectId"> {
   readonly position: number
   readonly transactionId: string
-  readonly id: string
-  readonly type: string
-  readonly data: unknown
-  readonly occurredAt: Date
-  readonly sourceEventId: string
-  readonly streamId: string
   readonly subjectId: string | null
 }
 
