@@ -38,10 +38,8 @@ export interface SubscriptionSpec {
   readonly eventTypes?: ReadonlyArray<string>
 }
 
-export interface SubscriptionOptions<S extends SubscriptionSource, E, R> {
-  readonly name: string
+export interface SubscriptionOptions<S extends SubscriptionSource, E, R> extends SubscriptionSpec {
   readonly source: S
-  readonly eventTypes?: ReadonlyArray<string>
   /** Events per batch (default 500). */
   readonly batchSize?: number
   /** Lease owner (default `AppConfig.instanceId`). */
