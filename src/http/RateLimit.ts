@@ -21,7 +21,7 @@ import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform
 import { Context, Duration, Effect, Layer, Option } from "effect"
 import { AppConfig, type AppConfigShape } from "../config.js"
 import { type ErrorInput, errorBody, typeForStatus } from "./errors.js"
-import { CurrentRequestId } from "./middleware.js"
+import { CurrentRequestId, routePath } from "./middleware.js"
 
 /** How fast a bucket fills and how large it is. Buckets are shared by policies with the same name. */
 export interface RateLimitPolicy {
@@ -238,24 +238,6 @@ const matches = (prefix: string, path: string) => {
   const lower = prefix.toLowerCase()
   const p = lower.endsWith("/") ? lower.slice(0, -1) : lower
   return path === p || path.startsWith(`${p}/`)
-}
-
-/**
- * The path as the router matches it (find-my-way): an absolute-form target loses its origin,
- * repeated slashes collapse, `?`, `;` or `#` ends it, escapes are decoded and case is ignored. A
- * rule compared with the raw URL would let `//v1/…`, `/V1/…` or `/%761/…` reach its routes unlimited.
- */
-const routePath = (url: string) => {
-  let path = url.startsWith("/") ? url : url.replace(/^https?:\/\/.*?\//, "/")
-  path = path.replace(/\/\/+/g, "/")
-  const end = path.slice(1).search(/[?;#]/)
-  if (end !== -1) path = path.slice(0, end + 1)
-  try {
-    path = decodeURI(path)
-  } catch {
-    // a malformed escape: the router finds no route either
-  }
-  return path.toLowerCase()
 }
 
 export const rateLimitHeaders = (d: RateLimitDecision): Record<string, string> => ({

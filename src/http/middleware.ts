@@ -53,6 +53,24 @@ const pathOf = (url: string) => {
 }
 
 /**
+ * The path as the router matches it (find-my-way): an absolute-form target loses its origin,
+ * repeated slashes collapse, `?`, `;` or `#` ends it, escapes are decoded and case is ignored. A
+ * rule compared with the raw URL would let `//v1/…`, `/V1/…` or `/%761/…` reach its routes unlimited.
+ */
+export const routePath = (url: string) => {
+  let path = url.startsWith("/") ? url : url.replace(/^https?:\/\/.*?\//, "/")
+  path = path.replace(/\/\/+/g, "/")
+  const end = path.slice(1).search(/[?;#]/)
+  if (end !== -1) path = path.slice(0, end + 1)
+  try {
+    path = decodeURI(path)
+  } catch {
+    // a malformed escape: the router finds no route either
+  }
+  return path.toLowerCase()
+}
+
+/**
  * Reads and checks the body up front (the platform caches the text, so handlers read it again for
  * free). Returns a response when the request must be refused.
  */
@@ -71,8 +89,9 @@ const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
     }
     if (!chunked && (length === undefined || Number(length) === 0)) return Option.none()
     const contentType = request.headers["content-type"] ?? ""
-    const form = FORM_PATHS.has(pathOf(request.url))
-    const raw = RAW_BODY_PATHS.has(pathOf(request.url))
+    const route = routePath(request.url)
+    const form = FORM_PATHS.has(route)
+    const raw = RAW_BODY_PATHS.has(route)
     if (!raw && (form ? !isFormType(contentType) : !isJsonType(contentType))) {
       return Option.some(
         fail(
