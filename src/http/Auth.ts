@@ -5,7 +5,7 @@
  * turns it into the current actor. Authorization is a scope check per endpoint (`<action>:<resource>`).
  */
 import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest, OpenApi } from "@effect/platform"
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { Actor } from "../eventstore/EventStore.js"
 import { Forbidden, Unauthorized } from "./errors.js"
 
@@ -47,19 +47,25 @@ const missing = Unauthorized.of({
   message: "authentication required: send Authorization: Bearer <token or API key>"
 })
 
+/** The actor behind an `Authorization: Bearer <credential>` header (REST and RPC alike). */
+export const authenticate = (
+  verifier: CredentialVerifierShape,
+  authorization: string | undefined
+): Effect.Effect<AuthenticatedActor, Unauthorized> => {
+  const credential = /^bearer\s+(\S.*)$/i.exec((authorization ?? "").trim())?.[1]?.trim()
+  return credential ? verifier.verify(credential) : Effect.fail(missing)
+}
+
 export const AuthenticationLive = Layer.effect(
   Authentication,
   Effect.map(CredentialVerifier, (verifier) =>
     Authentication.of({
-      bearer: (token) =>
-        Effect.gen(function* () {
-          // The platform hands "" for a missing header and does not check the scheme: do both here.
-          const request = yield* HttpServerRequest.HttpServerRequest
-          const header = request.headers.authorization ?? ""
-          const credential = Redacted.value(token).trim()
-          if (credential === "" || !/^bearer\s+\S/i.test(header)) return yield* Effect.fail(missing)
-          return yield* verifier.verify(credential)
-        })
+      // The platform's decoded token is "" for a missing header and ignores the scheme: read the
+      // header itself instead.
+      bearer: () =>
+        Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+          authenticate(verifier, request.headers.authorization)
+        )
     })
   )
 )

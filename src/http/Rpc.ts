@@ -29,7 +29,7 @@ import { type OpsReport, OpsStatus, oldestDueAgeSeconds } from "../audit/OpsStat
 import { AppendSignal } from "../eventstore/AppendSignal.js"
 import * as Checkpoint from "../eventstore/Checkpoint.js"
 import { EventStore } from "../eventstore/EventStore.js"
-import { CredentialVerifier, CurrentActor, requireScope } from "./Auth.js"
+import { authenticate, CredentialVerifier, CurrentActor, requireScope } from "./Auth.js"
 import { BadRequest, errorBody, Forbidden, InternalError, Unauthorized } from "./errors.js"
 
 export const RPC_PATH = "/rpc"
@@ -163,16 +163,7 @@ export const RpcAuthenticationLive = Layer.effect(
   Effect.map(CredentialVerifier, (verifier) =>
     RpcAuthentication.of(({ headers, rpc }) =>
       Effect.gen(function* () {
-        const header = headers.authorization ?? ""
-        const match = /^bearer\s+(\S.*)$/i.exec(header.trim())
-        const credential = match?.[1]?.trim()
-        if (!credential) {
-          return yield* Unauthorized.of({
-            code: "missing_credentials",
-            message: "authentication required: send Authorization: Bearer <token or API key>"
-          })
-        }
-        const actor = yield* verifier.verify(credential)
+        const actor = yield* authenticate(verifier, headers.authorization)
         return yield* requireScope(Context.get(rpc.annotations, RpcScope)).pipe(
           Effect.provideService(CurrentActor, actor)
         )
