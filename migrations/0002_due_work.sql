@@ -23,3 +23,5 @@ CREATE TABLE processors.due_work (
 -- Claim scan: pending items by due time, and claimed items whose lease ran out.
 CREATE INDEX due_work_pending_idx ON processors.due_work (due_at) WHERE status = 'pending';
 CREATE INDEX due_work_claimed_idx ON processors.due_work (lease_until) WHERE status = 'claimed';
+-- Backlog statistics (/metrics, ops status) scan only live rows, never the done/cancelled history.
+CREATE INDEX due_work_live_idx ON processors.due_work (kind) WHERE status IN ('pending', 'claimed', 'failed');

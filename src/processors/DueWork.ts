@@ -279,7 +279,10 @@ export const makeDueWork = Effect.gen(function* () {
     stats: (kinds) =>
       Effect.gen(function* () {
         const at = yield* now
-        const filter = kinds && kinds.length > 0 ? sql`WHERE kind = ANY(${[...kinds]})` : sql``
+        // Done and cancelled rows accumulate; they are not backlog, so they are never scanned here.
+        const live = sql`status IN ('pending', 'claimed', 'failed')`
+        const filter =
+          kinds && kinds.length > 0 ? sql`WHERE ${live} AND kind = ANY(${[...kinds]})` : sql`WHERE ${live}`
         return yield* sql<DueWorkStats>`
           SELECT kind,
                  count(*) FILTER (WHERE status = 'pending') AS pending,

@@ -216,11 +216,17 @@ export function subscriptionProcessor<E, R>(
   }
 }
 
+/**
+ * Lag is counted up to this many events: status and /metrics stay one bounded index scan even for a
+ * subscription that is far behind (or has never run); the count saturates there.
+ */
+export const LAG_COUNT_CAP = 100_000
+
 export interface SubscriptionStatus {
   readonly subscriptionId: string
   readonly source: SubscriptionSource
   readonly checkpoint: Checkpoint
-  /** Events after the checkpoint (matching the subscription's types). */
+  /** Events after the checkpoint (matching the subscription's types), up to LAG_COUNT_CAP. */
   readonly lagEvents: number
   /** Age of the oldest unprocessed event, by the Clock; 0 when caught up. */
   readonly lagSeconds: number
@@ -272,13 +278,17 @@ export const subscriptionStatus = (
     const lag =
       spec.source === "events"
         ? yield* sql<{ count: number; oldest: Date | null }>`
-            SELECT count(*) AS count, min(recorded_at) AS oldest FROM event_store.events
-             WHERE (transaction_id, global_position) > (${checkpoint.xid}::xid8, ${checkpoint.position})
-               ${types ? sql`AND event_type = ANY(${types})` : sql``}`
+            SELECT count(*) AS count, min(recorded_at) AS oldest FROM (
+              SELECT recorded_at FROM event_store.events
+               WHERE (transaction_id, global_position) > (${checkpoint.xid}::xid8, ${checkpoint.position})
+                 ${types ? sql`AND event_type = ANY(${types})` : sql``}
+               ORDER BY transaction_id, global_position LIMIT ${LAG_COUNT_CAP}) behind`
         : yield* sql<{ count: number; oldest: Date | null }>`
-            SELECT count(*) AS count, min(occurred_at) AS oldest FROM event_store.public_events
-             WHERE (transaction_id, position) > (${checkpoint.xid}::xid8, ${checkpoint.position})
-               ${types ? sql`AND type = ANY(${types})` : sql``}`
+            SELECT count(*) AS count, min(occurred_at) AS oldest FROM (
+              SELECT occurred_at FROM event_store.public_events
+               WHERE (transaction_id, position) > (${checkpoint.xid}::xid8, ${checkpoint.position})
+                 ${types ? sql`AND type = ANY(${types})` : sql``}
+               ORDER BY transaction_id, position LIMIT ${LAG_COUNT_CAP}) behind`
     const at = yield* nowMillis
     const oldest = lag[0]?.oldest
     return {
