@@ -19,6 +19,24 @@ export interface RateLimitSettings {
   readonly apiBurst: number
 }
 
+/** Identity and access (`src/identity`). */
+export interface IdentitySettings {
+  /** HS256 signing key for access tokens (≥ 32 bytes); generated into DATA_DIR when absent outside production. */
+  readonly jwtSecret: Option.Option<Redacted.Redacted<string>>
+  /** Refresh tokens (and so sessions) expire this long after they were last rotated. */
+  readonly refreshTokenTtlDays: number
+  /** How long a password-reset token stays usable. */
+  readonly passwordResetTtlMinutes: number
+  /** scrypt parameters for new password hashes (stored with each hash, so they can change later). */
+  readonly scrypt: { readonly cost: number; readonly blockSize: number; readonly parallelism: number }
+  /** Failed logins per account, then per client IP, allowed within 15 minutes before 429. */
+  readonly loginMaxFailuresPerAccount: number
+  readonly loginMaxFailuresPerIp: number
+  /** The first admin, created at start-up when both are set (idempotent). */
+  readonly adminEmail: Option.Option<string>
+  readonly adminPassword: Option.Option<Redacted.Redacted<string>>
+}
+
 export interface AppConfigShape {
   readonly nodeEnv: NodeEnv
   /** `postgres://…` — when absent the service runs embedded PostgreSQL (PGlite). */
@@ -49,6 +67,7 @@ export interface AppConfigShape {
   readonly otelServiceName: string
   /** When set, `/metrics` requires `Authorization: Bearer <token>`; open otherwise. */
   readonly metricsToken: Option.Option<Redacted.Redacted<string>>
+  readonly identity: IdentitySettings
 }
 
 export class AppConfig extends Context.Tag("AppConfig")<AppConfig, AppConfigShape>() {}
@@ -95,13 +114,51 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   ),
   otelExporterOtlpEndpoint: Config.option(Config.string("OTEL_EXPORTER_OTLP_ENDPOINT")),
   otelServiceName: Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault("commerce-platform")),
-  metricsToken: Config.option(Config.redacted("METRICS_TOKEN"))
+  metricsToken: Config.option(Config.redacted("METRICS_TOKEN")),
+  identity: Config.all({
+    jwtSecret: Config.option(Config.redacted("JWT_SECRET")),
+    refreshTokenTtlDays: Config.integer("REFRESH_TOKEN_TTL_DAYS").pipe(
+      Config.withDefault(30),
+      Config.validate({ message: "must be between 1 and 365", validation: (n) => n >= 1 && n <= 365 })
+    ),
+    passwordResetTtlMinutes: Config.integer("PASSWORD_RESET_TTL_MINUTES").pipe(
+      Config.withDefault(60),
+      Config.validate({ message: "must be between 5 and 1440", validation: (n) => n >= 5 && n <= 1440 })
+    ),
+    scrypt: Config.all({
+      cost: Config.integer("PASSWORD_SCRYPT_COST").pipe(
+        Config.withDefault(32_768),
+        Config.validate({
+          message: "must be a power of two between 1024 and 1048576",
+          validation: (n) => n >= 1024 && n <= 1_048_576 && (n & (n - 1)) === 0
+        })
+      ),
+      blockSize: Config.integer("PASSWORD_SCRYPT_BLOCK_SIZE").pipe(
+        Config.withDefault(8),
+        Config.validate({ message: "must be between 1 and 32", validation: (n) => n >= 1 && n <= 32 })
+      ),
+      parallelism: Config.integer("PASSWORD_SCRYPT_PARALLELISM").pipe(
+        Config.withDefault(3),
+        Config.validate({ message: "must be between 1 and 16", validation: (n) => n >= 1 && n <= 16 })
+      )
+    }),
+    loginMaxFailuresPerAccount: positiveInt("LOGIN_MAX_FAILURES_PER_ACCOUNT", 10),
+    loginMaxFailuresPerIp: positiveInt("LOGIN_MAX_FAILURES_PER_IP", 100),
+    adminEmail: Config.option(Config.string("ADMIN_EMAIL")),
+    adminPassword: Config.option(Config.redacted("ADMIN_PASSWORD"))
+  })
 }).pipe(
   Config.map((c) => ({
     ...c,
     databaseUrl: Option.filter(c.databaseUrl, (url) => Redacted.value(url).trim() !== ""),
     otelExporterOtlpEndpoint: Option.filter(c.otelExporterOtlpEndpoint, (url) => url.trim() !== ""),
     metricsToken: Option.filter(c.metricsToken, (token) => Redacted.value(token).trim() !== ""),
+    identity: {
+      ...c.identity,
+      jwtSecret: Option.filter(c.identity.jwtSecret, (secret) => Redacted.value(secret).trim() !== ""),
+      adminEmail: Option.filter(c.identity.adminEmail, (email) => email.trim() !== ""),
+      adminPassword: Option.filter(c.identity.adminPassword, (password) => Redacted.value(password) !== "")
+    },
     pgliteDataDir: Option.getOrElse(c.pgliteDataDir, () => `${c.dataDir}/pglite`),
     instanceId: Option.getOrElse(
       c.instanceId,
@@ -131,6 +188,17 @@ export const makeAppConfig = (overrides: Partial<AppConfigShape> = {}): AppConfi
   otelExporterOtlpEndpoint: Option.none(),
   otelServiceName: "commerce-platform",
   metricsToken: Option.none(),
+  identity: {
+    jwtSecret: Option.none(),
+    refreshTokenTtlDays: 30,
+    passwordResetTtlMinutes: 60,
+    // Cheap hashes in tests: the parameters travel with each hash, production uses the defaults.
+    scrypt: { cost: 1024, blockSize: 8, parallelism: 1 },
+    loginMaxFailuresPerAccount: 10,
+    loginMaxFailuresPerIp: 100,
+    adminEmail: Option.none(),
+    adminPassword: Option.none()
+  },
   ...overrides
 })
 

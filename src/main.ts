@@ -6,7 +6,6 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { AppConfig, AppConfigLive } from "./config.js"
-import { NoCredentialVerifier } from "./http/Auth.js"
 import { HttpLive } from "./http/Server.js"
 import { LoggingLive } from "./logging.js"
 import { TracingLive } from "./observability/Tracing.js"
@@ -14,7 +13,7 @@ import { processorsLayer } from "./processors/Supervisor.js"
 import { processors, projections } from "./registry.js"
 import { servicesLayer } from "./services.js"
 
-export const ServicesLive = servicesLayer({ processors, projections, credentials: NoCredentialVerifier })
+export const ServicesLive = servicesLayer({ processors, projections })
 
 /** What this process runs, by ROLE. */
 export const AppLive = Layer.unwrapEffect(

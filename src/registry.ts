@@ -2,15 +2,19 @@
  * The service's catalogue: every event type, inline projection and background processor, by
  * bounded context. Each context's issue adds its own entries here; nothing else needs to change.
  */
+import { customerEventTypes } from "./customers/events.js"
+import { CustomersProjection } from "./customers/projection.js"
 import type { AnyEventType } from "./eventstore/EventType.js"
 import { idempotencyPurgeProcessor } from "./http/Idempotency.js"
+import { identityEventTypes } from "./identity/events.js"
+import { IdentityProjection } from "./identity/projection.js"
 import type { Projection } from "./kernel/Projection.js"
 import type { Processor } from "./processors/Supervisor.js"
 import type { ProcessorServices } from "./services.js"
 
-export const eventTypes: ReadonlyArray<AnyEventType> = []
+export const eventTypes: ReadonlyArray<AnyEventType> = [...identityEventTypes, ...customerEventTypes]
 
-export const projections: ReadonlyArray<Projection> = []
+export const projections: ReadonlyArray<Projection> = [IdentityProjection, CustomersProjection]
 
 /** Background processors run by `ROLE=worker|all`. */
 export const processors: ReadonlyArray<Processor<ProcessorServices>> = [

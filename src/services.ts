@@ -8,7 +8,13 @@ import type { AppendSignal } from "./eventstore/AppendSignal.js"
 import type { EventStore } from "./eventstore/EventStore.js"
 import type { Keyring } from "./eventstore/Keyring.js"
 import { AuthenticationLive, type CredentialVerifier } from "./http/Auth.js"
+import { RateLimiterLive } from "./http/RateLimit.js"
 import { ReadinessLive } from "./http/Readiness.js"
+import { IdentityLive } from "./identity/Identity.js"
+import { PasswordHasherLive } from "./identity/passwords.js"
+import { type Revocations, RevocationsLive } from "./identity/Revocations.js"
+import { type AccessTokens, AccessTokensLive } from "./identity/tokens.js"
+import { CredentialVerifierLive } from "./identity/Verifier.js"
 import { type CommandRunner, CommandRunnerLive } from "./kernel/CommandRunner.js"
 import { type Projection, ProjectionsLive } from "./kernel/Projection.js"
 import { type DueWork, DueWorkLive } from "./processors/DueWork.js"
@@ -23,24 +29,36 @@ export type ProcessorServices =
   | CommandRunner
   | DueWork
 
+/** Identity's services: signing keys, the revocation list, password hashing and the use cases. */
+export const IdentityServicesLive = IdentityLive.pipe(
+  Layer.provideMerge(Layer.mergeAll(AccessTokensLive, RevocationsLive, PasswordHasherLive, RateLimiterLive))
+)
+
 /**
- * Everything handlers and processors use, over a migrated database. Requires `AppConfig`; the
- * credential verifier comes from the identity context (tests pass their own).
+ * Everything handlers and processors use, over a migrated database. Requires `AppConfig`. The
+ * credential verifier is identity's (`CredentialVerifierLive`) unless a test passes its own.
  */
-export const servicesLayer = <E, R>(options: {
+export const servicesLayer = <E = never, R = never>(options: {
   readonly processors: ReadonlyArray<Processor<ProcessorServices>>
   readonly projections: ReadonlyArray<Projection>
-  readonly credentials: Layer.Layer<CredentialVerifier, E, R>
-}) =>
-  OpsStatusLive(subscriptionSpecs(options.processors)).pipe(
+  readonly credentials?: Layer.Layer<CredentialVerifier, E, R>
+}) => {
+  const credentials: Layer.Layer<
+    CredentialVerifier,
+    E,
+    R | SqlClient.SqlClient | AccessTokens | Revocations
+  > = options.credentials ?? CredentialVerifierLive
+  return OpsStatusLive(subscriptionSpecs(options.processors)).pipe(
+    Layer.provideMerge(AuthenticationLive.pipe(Layer.provideMerge(credentials))),
+    Layer.provideMerge(IdentityServicesLive),
     Layer.provideMerge(Layer.mergeAll(CommandRunnerLive, DueWorkLive, ReadinessLive)),
     Layer.provideMerge(
       Layer.mergeAll(
         // Below readiness and ops status: both report on the processors it supervises.
         SupervisorLive(),
-        ProjectionsLive(options.projections),
-        AuthenticationLive.pipe(Layer.provideMerge(options.credentials))
+        ProjectionsLive(options.projections)
       )
     ),
     Layer.provideMerge(PersistenceLive)
   )
+}

@@ -5,6 +5,7 @@
  */
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { AccountApi, ApiKeysApi, AuthApi, OAuthClientsApi } from "../identity/Api.js"
 import {
   BadRequest,
   InternalError,
@@ -47,6 +48,10 @@ export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
 
 export class Api extends HttpApi.make("commerce-platform")
   .add(SystemApi)
+  .add(AuthApi)
+  .add(AccountApi)
+  .add(ApiKeysApi)
+  .add(OAuthClientsApi)
   .addError(BadRequest)
   .addError(PayloadTooLarge)
   .addError(UnsupportedMediaType)

@@ -12,10 +12,13 @@ import { Forbidden, Unauthorized } from "./errors.js"
 export interface AuthenticatedActor extends Actor {
   /** `admin` or `customer` for users; absent for API keys and OAuth clients. */
   readonly role?: "admin" | "customer"
-  /** Granted scopes, `<action>:<resource>`; `*` grants everything (admin). */
+  /** Granted scopes, `<action>:<resource>`; `admin` (or `*`) grants everything. */
   readonly scopes: ReadonlySet<string>
   /** For customers: the customer record they own. */
   readonly customerId?: string
+  /** For access tokens: the token's id (`jti`) and, for users, its session. */
+  readonly tokenId?: string
+  readonly sessionId?: string
 }
 
 export class CurrentActor extends Context.Tag("CurrentActor")<CurrentActor, AuthenticatedActor>() {}
@@ -76,8 +79,11 @@ export const NoCredentialVerifier = Layer.succeed(CredentialVerifier, {
     Effect.fail(Unauthorized.of({ code: "invalid_token", message: "the credential is not valid" }))
 })
 
+/** The scope that grants every other one (the admin role, or a credential granted `admin`). */
+export const ADMIN_SCOPE = "admin"
+
 export const hasScope = (actor: AuthenticatedActor, scope: string): boolean =>
-  actor.role === "admin" || actor.scopes.has("*") || actor.scopes.has(scope)
+  actor.role === "admin" || actor.scopes.has(ADMIN_SCOPE) || actor.scopes.has("*") || actor.scopes.has(scope)
 
 /** Fails with 403 `insufficient_scope` unless the current actor holds `scope`. */
 export const requireScope = (scope: string) =>
@@ -88,3 +94,9 @@ export const requireScope = (scope: string) =>
           Forbidden.of({ code: "insufficient_scope", message: `this credential lacks the ${scope} scope` })
         )
   )
+
+/**
+ * The scope an endpoint requires, as an endpoint annotation: documented in OpenAPI, and read by the
+ * authorization-matrix tests, which check every protected route against it.
+ */
+export class RequiredScope extends Context.Tag("http/RequiredScope")<RequiredScope, string>() {}

@@ -7,6 +7,7 @@ import { HttpApiBuilder, HttpApiScalar, type HttpApp, HttpServer } from "@effect
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { AppConfig } from "../config.js"
+import { IdentityHttpLive } from "../identity/Http.js"
 import { HttpMetrics, HttpMetricsLive, METRICS_PATH, MetricsRouteLive } from "../observability/Metrics.js"
 import { Api } from "./Api.js"
 import { idempotencyMiddleware } from "./Idempotency.js"
@@ -16,7 +17,7 @@ import { RPC_PATH, RpcLive } from "./Rpc.js"
 import { SystemHttpLive } from "./SystemHttp.js"
 
 /** Every group's handlers. Contexts add their `<Context>HttpLive` here. */
-export const ApiLive = HttpApiBuilder.api(Api).pipe(Layer.provide(SystemHttpLive))
+export const ApiLive = HttpApiBuilder.api(Api).pipe(Layer.provide([SystemHttpLive, IdentityHttpLive]))
 
 const rateLimits = rateLimitMiddleware()
 const idempotencyKeys = idempotencyMiddleware()

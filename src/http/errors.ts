@@ -6,7 +6,7 @@
  * filled in by the HTTP middleware on the way out.
  */
 import { HttpApiSchema } from "@effect/platform"
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
 
 export const ErrorType = Schema.Literal(
   "invalid_request_error",
@@ -152,3 +152,35 @@ export const typeForStatus = (status: number): ErrorType => {
       return status >= 500 ? "api_error" : "invalid_request_error"
   }
 }
+
+const HTTP_ERROR_CLASSES = [
+  BadRequest,
+  Unauthorized,
+  Forbidden,
+  NotFound,
+  Conflict,
+  PayloadTooLarge,
+  UnsupportedMediaType,
+  IdempotencyKeyReused,
+  TooManyRequests,
+  InternalError,
+  ServiceUnavailable
+] as const
+
+export type HttpError = InstanceType<(typeof HTTP_ERROR_CLASSES)[number]>
+
+export const isHttpError = (error: unknown): error is HttpError =>
+  HTTP_ERROR_CLASSES.some((C) => error instanceof C)
+
+/**
+ * Keeps the HTTP errors a handler answers with and turns everything else (SQL, event store) into a
+ * defect: a logged 500 without internals. Map domain errors to HTTP errors before this.
+ */
+export const orDieUnlessHttp = <A, E, R>(
+  self: Effect.Effect<A, E, R>
+): Effect.Effect<A, Exclude<E, Exclude<E, HttpError>>, R> =>
+  Effect.catchIf(
+    self,
+    (error): error is Exclude<E, HttpError> => !isHttpError(error),
+    (error) => Effect.die(error)
+  )

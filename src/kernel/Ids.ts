@@ -26,7 +26,8 @@ export const ID_PREFIXES = [
   "re",
   "sub",
   "ue",
-  "ses"
+  "ses",
+  "prs"
 ] as const
 export type IdPrefix = (typeof ID_PREFIXES)[number]
 
@@ -80,3 +81,9 @@ export const IdSchema = <P extends IdPrefix>(prefix: P) =>
       message: () => `must be a ${prefix}_ id`
     })
   )
+
+/** The creation time (Unix milliseconds) a UUIDv7-based id carries, or undefined if malformed. */
+export const timestampOf = (prefix: IdPrefix, id: string): number | undefined => {
+  const uuid = toUuid(prefix, id)
+  return uuid === undefined ? undefined : Number.parseInt(uuid.replace(/-/g, "").slice(0, 12), 16)
+}

@@ -1,0 +1,16 @@
+/** Small SQL fragments shared by projections and queries. */
+import type { SqlClient } from "@effect/sql"
+
+/** A `text[]` value from a JS array, passed as one JSON parameter. */
+export const textArray = (sql: SqlClient.SqlClient, values: ReadonlyArray<string>) =>
+  sql`ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(values)}::jsonb))`
+
+/** Whether a failed statement violated a unique constraint (PostgreSQL error 23505). */
+export const isUniqueViolation = (error: unknown): boolean => {
+  let current: unknown = error
+  for (let depth = 0; depth < 4 && typeof current === "object" && current !== null; depth++) {
+    if ((current as { code?: unknown }).code === "23505") return true
+    current = (current as { cause?: unknown }).cause
+  }
+  return false
+}

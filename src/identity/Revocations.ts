@@ -1,0 +1,102 @@
+/**
+ * The revocation list every API process checks access tokens against, in memory. It is loaded from
+ * `identity.revocations` at start, updated at once by this process's own revocations, and polled
+ * every second for other processes' (re-reading a minute of overlap, so a slow commit is not
+ * missed). Only revocations younger than the longest token lifetime are kept: older ones concern
+ * tokens that have expired anyway.
+ */
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Clock, Context, Duration, Effect, Layer, Schedule } from "effect"
+import { timestampOf } from "../kernel/Ids.js"
+import { REVOCATIONS } from "./projection.js"
+import { type AccessClaims, MAX_TOKEN_TTL_SECONDS } from "./tokens.js"
+
+export type RevocationKind = "session" | "user" | "client" | "token"
+
+export interface Revocation {
+  readonly kind: RevocationKind
+  readonly subjectId: string
+  readonly revokedAt: Date
+}
+
+export interface RevocationsShape {
+  /** Whether a verified access token has been revoked (synchronous: no I/O on the request path). */
+  readonly isRevoked: (claims: AccessClaims) => boolean
+  /** Applies revocations this process just committed. */
+  readonly record: (revocations: ReadonlyArray<Revocation>) => Effect.Effect<void>
+  /** Reads what other processes committed since the last poll. */
+  readonly poll: Effect.Effect<void, SqlError>
+}
+
+export class Revocations extends Context.Tag("identity/Revocations")<Revocations, RevocationsShape>() {}
+
+export const POLL_INTERVAL = Duration.seconds(1)
+const OVERLAP_MS = 60_000
+const RETAIN_MS = (MAX_TOKEN_TTL_SECONDS + 300) * 1000
+
+interface Row {
+  readonly kind: RevocationKind
+  readonly subjectId: string
+  readonly revokedAt: Date
+}
+
+export const makeRevocations = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  // kind → subject → revokedAt (ms)
+  const lists: Record<RevocationKind, Map<string, number>> = {
+    session: new Map(),
+    user: new Map(),
+    client: new Map(),
+    token: new Map()
+  }
+  let lastPollMs: number | undefined
+
+  const add = (r: Revocation) => {
+    const list = lists[r.kind]
+    const at = r.revokedAt.getTime()
+    if ((list.get(r.subjectId) ?? Number.NEGATIVE_INFINITY) < at) list.set(r.subjectId, at)
+  }
+
+  const prune = (nowMs: number) => {
+    for (const list of Object.values(lists)) {
+      for (const [subject, at] of list) if (at < nowMs - RETAIN_MS) list.delete(subject)
+    }
+  }
+
+  const poll = Effect.gen(function* () {
+    const nowMs = yield* Clock.currentTimeMillis
+    const since = lastPollMs === undefined ? nowMs - RETAIN_MS : lastPollMs - OVERLAP_MS
+    const rows = yield* sql<Row>`SELECT kind, subject_id AS "subjectId", revoked_at AS "revokedAt"
+      FROM ${sql(REVOCATIONS)} WHERE revoked_at > ${new Date(since)}`
+    for (const row of rows) add(row)
+    prune(nowMs)
+    lastPollMs = nowMs
+  })
+
+  const shape: RevocationsShape = {
+    isRevoked: (claims) => {
+      if (lists.token.has(claims.jti) || lists.client.has(claims.sub)) return true
+      if (claims.sid === undefined) return false
+      if (lists.session.has(claims.sid)) return true
+      const validAfter = lists.user.get(claims.sub)
+      if (validAfter === undefined) return false
+      const startedAt = timestampOf("ses", claims.sid)
+      return startedAt === undefined || startedAt < validAfter
+    },
+    record: (revocations) =>
+      Effect.sync(() => {
+        for (const r of revocations) add(r)
+      }),
+    poll
+  }
+  yield* poll
+  yield* poll.pipe(
+    Effect.catchAllCause((cause) => Effect.logWarning("revocation list poll failed", cause)),
+    Effect.repeat(Schedule.spaced(POLL_INTERVAL)),
+    Effect.forkScoped
+  )
+  return shape
+})
+
+export const RevocationsLive = Layer.scoped(Revocations, makeRevocations)

@@ -1,0 +1,497 @@
+/**
+ * Identity aggregates as pure deciders: users, sessions (refresh-token families with rotation and
+ * reuse detection), API keys and OAuth clients. Tested without a database (test/identity).
+ */
+import { Data, Effect } from "effect"
+import { revealOr, type Shredded } from "../eventstore/EventType.js"
+import { defineDecider } from "../kernel/Decider.js"
+import {
+  type ActorRef,
+  ApiKeyCreated,
+  type ApiKeyEvent,
+  ApiKeyRevoked,
+  OAuthClientCreated,
+  OAuthClientDeleted,
+  type OAuthClientEvent,
+  OAuthClientTokenIssued,
+  OAuthClientTokenRevoked,
+  type SessionEvent,
+  SessionRevoked,
+  SessionStarted,
+  TokenRefreshed,
+  type UserEvent,
+  UserLoggedIn,
+  UserPasswordReset,
+  UserPasswordResetRequested,
+  UserRegistered
+} from "./events.js"
+import type { Role } from "./permissions.js"
+
+export const userStream = (userId: string) => `user-${userId}`
+export const sessionStream = (sessionId: string) => `session-${sessionId}`
+export const apiKeyStream = (keyId: string) => `apikey-${keyId}`
+export const oauthClientStream = (clientId: string) => `oauth_client-${clientId}`
+
+// --- Domain errors (handlers map them to HTTP) -----------------------------------------------------
+
+export class UserAlreadyExists extends Data.TaggedError("UserAlreadyExists")<{ readonly userId: string }> {}
+export class UserNotFound extends Data.TaggedError("UserNotFound")<{ readonly userId: string }> {}
+export class ResetTokenInvalid extends Data.TaggedError("ResetTokenInvalid")<{
+  readonly reason: "unknown" | "used" | "expired"
+}> {}
+export class SessionNotFound extends Data.TaggedError("SessionNotFound")<{ readonly sessionId: string }> {}
+export class SessionIsRevoked extends Data.TaggedError("SessionIsRevoked")<{ readonly sessionId: string }> {}
+export class RefreshTokenExpired extends Data.TaggedError("RefreshTokenExpired")<{
+  readonly sessionId: string
+}> {}
+export class ApiKeyNotFound extends Data.TaggedError("ApiKeyNotFound")<{ readonly keyId: string }> {}
+export class OAuthClientNotFound extends Data.TaggedError("OAuthClientNotFound")<{
+  readonly clientId: string
+}> {}
+
+// --- Users -----------------------------------------------------------------------------------------
+
+export interface PendingReset {
+  readonly resetId: string
+  readonly tokenHash: string
+  readonly expiresAt: Date
+}
+
+export interface UserState {
+  readonly status: "none" | "active"
+  readonly userId: string
+  readonly email: string | null
+  readonly firstName: string | null
+  readonly lastName: string | null
+  readonly passwordHash: string | null
+  readonly role: Role
+  readonly customerId: string | undefined
+  readonly pendingReset: PendingReset | undefined
+  /** Hashes of reset tokens already used or superseded (the latest few), to answer "used". */
+  readonly spentResetHashes: ReadonlyArray<string>
+  readonly sessionsValidAfter: Date | undefined
+}
+
+const initialUser: UserState = {
+  status: "none",
+  userId: "",
+  email: null,
+  firstName: null,
+  lastName: null,
+  passwordHash: null,
+  role: "customer",
+  customerId: undefined,
+  pendingReset: undefined,
+  spentResetHashes: [],
+  sessionsValidAfter: undefined
+}
+
+const SPENT_RESETS_KEPT = 10
+const spend = (spent: ReadonlyArray<string>, pending: PendingReset | undefined) =>
+  pending ? [pending.tokenHash, ...spent].slice(0, SPENT_RESETS_KEPT) : spent
+
+const reveal = (value: string | Shredded) => revealOr(value, null)
+
+export type UserCommand =
+  | {
+      readonly _tag: "Register"
+      readonly userId: string
+      readonly email: string
+      readonly firstName: string
+      readonly lastName: string
+      readonly passwordHash: string
+      readonly role: Role
+      readonly customerId?: string
+    }
+  | { readonly _tag: "RecordLogin"; readonly sessionId: string }
+  | {
+      readonly _tag: "RequestPasswordReset"
+      readonly resetId: string
+      readonly token: string
+      readonly tokenHash: string
+      readonly expiresAt: Date
+    }
+  | {
+      readonly _tag: "ResetPassword"
+      readonly tokenHash: string
+      readonly passwordHash: string
+      readonly now: Date
+    }
+  | { readonly _tag: "SetPassword"; readonly passwordHash: string; readonly now: Date }
+
+export const UserDecider = defineDecider({
+  streamType: "user",
+  events: [UserRegistered, UserLoggedIn, UserPasswordResetRequested, UserPasswordReset],
+  initialState: initialUser,
+  // No snapshots: they would keep personal fields in clear beyond crypto-shredding. A user's stream
+  // grows by one event per login, which stays short at any realistic login rate.
+  evolve: (state: UserState, event: UserEvent): UserState => {
+    switch (event.type) {
+      case "user.registered":
+        return {
+          ...initialUser,
+          status: "active",
+          userId: event.data.userId,
+          email: reveal(event.data.email),
+          firstName: reveal(event.data.firstName),
+          lastName: reveal(event.data.lastName),
+          passwordHash: reveal(event.data.passwordHash),
+          role: event.data.role,
+          customerId: event.data.customerId
+        }
+      case "user.logged_in":
+        return state
+      case "user.password_reset_requested":
+        return {
+          ...state,
+          spentResetHashes: spend(state.spentResetHashes, state.pendingReset),
+          pendingReset: {
+            resetId: event.data.resetId,
+            tokenHash: event.data.tokenHash,
+            expiresAt: event.data.expiresAt
+          }
+        }
+      case "user.password_reset":
+        return {
+          ...state,
+          passwordHash: reveal(event.data.passwordHash),
+          spentResetHashes: spend(state.spentResetHashes, state.pendingReset),
+          pendingReset: undefined,
+          sessionsValidAfter: event.data.sessionsValidAfter
+        }
+    }
+  },
+  decide: (
+    command: UserCommand,
+    state: UserState
+  ): Effect.Effect<ReadonlyArray<UserEvent>, UserAlreadyExists | UserNotFound | ResetTokenInvalid> => {
+    if (command._tag === "Register") {
+      return state.status !== "none"
+        ? Effect.fail(new UserAlreadyExists({ userId: command.userId }))
+        : Effect.succeed([
+            UserRegistered.make({
+              userId: command.userId,
+              email: command.email,
+              firstName: command.firstName,
+              lastName: command.lastName,
+              passwordHash: command.passwordHash,
+              role: command.role,
+              ...(command.customerId === undefined ? {} : { customerId: command.customerId })
+            })
+          ])
+    }
+    if (state.status === "none") return Effect.fail(new UserNotFound({ userId: state.userId }))
+    switch (command._tag) {
+      case "RecordLogin":
+        return Effect.succeed([UserLoggedIn.make({ userId: state.userId, sessionId: command.sessionId })])
+      case "RequestPasswordReset":
+        return Effect.succeed([
+          UserPasswordResetRequested.make({
+            userId: state.userId,
+            resetId: command.resetId,
+            tokenHash: command.tokenHash,
+            token: command.token,
+            expiresAt: command.expiresAt
+          })
+        ])
+      case "ResetPassword": {
+        const pending = state.pendingReset
+        if (!pending || pending.tokenHash !== command.tokenHash) {
+          const used = state.spentResetHashes.includes(command.tokenHash)
+          return Effect.fail(new ResetTokenInvalid({ reason: used ? "used" : "unknown" }))
+        }
+        if (pending.expiresAt.getTime() <= command.now.getTime()) {
+          return Effect.fail(new ResetTokenInvalid({ reason: "expired" }))
+        }
+        return Effect.succeed([
+          UserPasswordReset.make({
+            userId: state.userId,
+            resetId: pending.resetId,
+            passwordHash: command.passwordHash,
+            sessionsValidAfter: command.now
+          })
+        ])
+      }
+      case "SetPassword":
+        return Effect.succeed([
+          UserPasswordReset.make({
+            userId: state.userId,
+            passwordHash: command.passwordHash,
+            sessionsValidAfter: command.now
+          })
+        ])
+    }
+  },
+  publicEvents: (event, state) =>
+    event.type === "user.password_reset_requested"
+      ? [
+          {
+            type: "customer.password_reset",
+            data: {
+              userId: state.userId,
+              ...(state.customerId === undefined ? {} : { customerId: state.customerId }),
+              email: state.email,
+              firstName: state.firstName,
+              lastName: state.lastName,
+              resetToken: revealOr(event.data.token, null),
+              expiresAt: event.data.expiresAt.toISOString()
+            },
+            subjectId: state.userId
+          }
+        ]
+      : []
+})
+
+// --- Sessions --------------------------------------------------------------------------------------
+
+export interface SessionState {
+  readonly status: "none" | "active" | "revoked"
+  readonly sessionId: string
+  readonly userId: string
+  readonly startedAt: Date
+  readonly currentHash: string
+  /** Refresh tokens already rotated away: presenting one again is reuse. */
+  readonly usedHashes: ReadonlyArray<string>
+  readonly expiresAt: Date
+}
+
+const initialSession: SessionState = {
+  status: "none",
+  sessionId: "",
+  userId: "",
+  startedAt: new Date(0),
+  currentHash: "",
+  usedHashes: [],
+  expiresAt: new Date(0)
+}
+
+export type SessionCommand =
+  | {
+      readonly _tag: "Start"
+      readonly sessionId: string
+      readonly userId: string
+      readonly refreshTokenHash: string
+      readonly accessTokenId: string
+      readonly startedAt: Date
+      readonly expiresAt: Date
+    }
+  | {
+      readonly _tag: "Refresh"
+      readonly presentedHash: string
+      readonly refreshTokenHash: string
+      readonly accessTokenId: string
+      readonly expiresAt: Date
+      readonly now: Date
+      /** From the user: sessions started before it were revoked by a password reset. */
+      readonly sessionsValidAfter: Date | undefined
+    }
+  | { readonly _tag: "Revoke"; readonly reason: "logout" | "refresh_token_reused" | "password_reset" }
+
+export const SessionDecider = defineDecider({
+  streamType: "session",
+  events: [SessionStarted, TokenRefreshed, SessionRevoked],
+  initialState: initialSession,
+  evolve: (state: SessionState, event: SessionEvent): SessionState => {
+    switch (event.type) {
+      case "session.started":
+        return {
+          status: "active",
+          sessionId: event.data.sessionId,
+          userId: event.data.userId,
+          startedAt: event.data.startedAt,
+          currentHash: event.data.refreshTokenHash,
+          usedHashes: [],
+          expiresAt: event.data.expiresAt
+        }
+      case "token.refreshed":
+        return {
+          ...state,
+          currentHash: event.data.refreshTokenHash,
+          usedHashes: [...state.usedHashes, event.data.previousTokenHash],
+          expiresAt: event.data.expiresAt
+        }
+      case "session.revoked":
+        return { ...state, status: "revoked" }
+    }
+  },
+  decide: (
+    command: SessionCommand,
+    state: SessionState
+  ): Effect.Effect<ReadonlyArray<SessionEvent>, SessionNotFound | SessionIsRevoked | RefreshTokenExpired> => {
+    if (command._tag === "Start") {
+      return state.status !== "none"
+        ? Effect.fail(new SessionIsRevoked({ sessionId: command.sessionId }))
+        : Effect.succeed([
+            SessionStarted.make({
+              sessionId: command.sessionId,
+              userId: command.userId,
+              refreshTokenHash: command.refreshTokenHash,
+              accessTokenId: command.accessTokenId,
+              startedAt: command.startedAt,
+              expiresAt: command.expiresAt
+            })
+          ])
+    }
+    if (state.status === "none") return Effect.fail(new SessionNotFound({ sessionId: state.sessionId }))
+    const revoke = (reason: "logout" | "refresh_token_reused" | "password_reset") =>
+      SessionRevoked.make({ sessionId: state.sessionId, userId: state.userId, reason })
+    if (command._tag === "Revoke") {
+      return Effect.succeed(state.status === "revoked" ? [] : [revoke(command.reason)])
+    }
+    if (state.status === "revoked") return Effect.fail(new SessionIsRevoked({ sessionId: state.sessionId }))
+    if (command.sessionsValidAfter && state.startedAt.getTime() < command.sessionsValidAfter.getTime()) {
+      return Effect.succeed([revoke("password_reset")])
+    }
+    if (command.presentedHash === state.currentHash) {
+      if (state.expiresAt.getTime() <= command.now.getTime()) {
+        return Effect.fail(new RefreshTokenExpired({ sessionId: state.sessionId }))
+      }
+      return Effect.succeed([
+        TokenRefreshed.make({
+          sessionId: state.sessionId,
+          userId: state.userId,
+          previousTokenHash: state.currentHash,
+          refreshTokenHash: command.refreshTokenHash,
+          accessTokenId: command.accessTokenId,
+          expiresAt: command.expiresAt
+        })
+      ])
+    }
+    // A rotated-away token presented again: someone holds a copy. Revoke the whole family.
+    if (state.usedHashes.includes(command.presentedHash)) {
+      return Effect.succeed([revoke("refresh_token_reused")])
+    }
+    return Effect.fail(new SessionNotFound({ sessionId: state.sessionId }))
+  }
+})
+
+// --- API keys --------------------------------------------------------------------------------------
+
+export interface ApiKeyState {
+  readonly status: "none" | "active" | "revoked"
+  readonly keyId: string
+}
+
+export type ApiKeyCommand =
+  | {
+      readonly _tag: "Create"
+      readonly keyId: string
+      readonly name: string
+      readonly scopes: ReadonlyArray<string>
+      readonly keyHash: string
+      readonly keyLast4: string
+      readonly createdBy: ActorRef
+    }
+  | { readonly _tag: "Revoke"; readonly revokedBy: ActorRef }
+
+export const ApiKeyDecider = defineDecider({
+  streamType: "apikey",
+  events: [ApiKeyCreated, ApiKeyRevoked],
+  initialState: { status: "none", keyId: "" } as ApiKeyState,
+  evolve: (state: ApiKeyState, event: ApiKeyEvent): ApiKeyState =>
+    event.type === "apikey.created"
+      ? { status: "active", keyId: event.data.keyId }
+      : { ...state, status: "revoked" },
+  decide: (
+    command: ApiKeyCommand,
+    state: ApiKeyState
+  ): Effect.Effect<ReadonlyArray<ApiKeyEvent>, ApiKeyNotFound> => {
+    if (command._tag === "Create") {
+      return state.status !== "none"
+        ? Effect.fail(new ApiKeyNotFound({ keyId: command.keyId }))
+        : Effect.succeed([
+            ApiKeyCreated.make({
+              keyId: command.keyId,
+              name: command.name,
+              scopes: command.scopes,
+              keyHash: command.keyHash,
+              keyLast4: command.keyLast4,
+              createdBy: command.createdBy
+            })
+          ])
+    }
+    return state.status !== "active"
+      ? Effect.fail(new ApiKeyNotFound({ keyId: state.keyId }))
+      : Effect.succeed([ApiKeyRevoked.make({ keyId: state.keyId, revokedBy: command.revokedBy })])
+  }
+})
+
+// --- OAuth clients ---------------------------------------------------------------------------------
+
+export interface OAuthClientState {
+  readonly status: "none" | "active" | "deleted"
+  readonly clientId: string
+  readonly scopes: ReadonlyArray<string>
+}
+
+export type OAuthClientCommand =
+  | {
+      readonly _tag: "Create"
+      readonly clientId: string
+      readonly name: string
+      readonly scopes: ReadonlyArray<string>
+      readonly secretHash: string
+      readonly createdBy: ActorRef
+    }
+  | {
+      readonly _tag: "IssueToken"
+      readonly tokenId: string
+      readonly scopes: ReadonlyArray<string>
+      readonly expiresAt: Date
+    }
+  | { readonly _tag: "RevokeToken"; readonly tokenId: string }
+  | { readonly _tag: "Delete"; readonly deletedBy: ActorRef }
+
+export const OAuthClientDecider = defineDecider({
+  streamType: "oauth_client",
+  events: [OAuthClientCreated, OAuthClientTokenIssued, OAuthClientTokenRevoked, OAuthClientDeleted],
+  initialState: { status: "none", clientId: "", scopes: [] } as OAuthClientState,
+  evolve: (state: OAuthClientState, event: OAuthClientEvent): OAuthClientState => {
+    switch (event.type) {
+      case "oauth_client.created":
+        return { status: "active", clientId: event.data.clientId, scopes: event.data.scopes }
+      case "oauth_client.deleted":
+        return { ...state, status: "deleted" }
+      default:
+        return state
+    }
+  },
+  decide: (
+    command: OAuthClientCommand,
+    state: OAuthClientState
+  ): Effect.Effect<ReadonlyArray<OAuthClientEvent>, OAuthClientNotFound> => {
+    if (command._tag === "Create") {
+      return state.status !== "none"
+        ? Effect.fail(new OAuthClientNotFound({ clientId: command.clientId }))
+        : Effect.succeed([
+            OAuthClientCreated.make({
+              clientId: command.clientId,
+              name: command.name,
+              scopes: command.scopes,
+              secretHash: command.secretHash,
+              createdBy: command.createdBy
+            })
+          ])
+    }
+    if (state.status !== "active") return Effect.fail(new OAuthClientNotFound({ clientId: state.clientId }))
+    switch (command._tag) {
+      case "IssueToken":
+        return Effect.succeed([
+          OAuthClientTokenIssued.make({
+            clientId: state.clientId,
+            tokenId: command.tokenId,
+            scopes: command.scopes,
+            expiresAt: command.expiresAt
+          })
+        ])
+      case "RevokeToken":
+        return Effect.succeed([
+          OAuthClientTokenRevoked.make({ clientId: state.clientId, tokenId: command.tokenId })
+        ])
+      case "Delete":
+        return Effect.succeed([
+          OAuthClientDeleted.make({ clientId: state.clientId, deletedBy: command.deletedBy })
+        ])
+    }
+  }
+})

@@ -1,0 +1,115 @@
+/**
+ * Identity read models: users (login lookups, /auth/me), sessions, API keys, OAuth clients and the
+ * revocation list. Identity events are few and small, so each is applied with its own statement;
+ * every statement is idempotent, so a replayed batch changes nothing.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { textArray } from "../db/Sql.js"
+import { isShredded } from "../eventstore/EventType.js"
+import { normalizeEmail } from "../kernel/Email.js"
+import { defineProjection } from "../kernel/Projection.js"
+import { identityEventTypes } from "./events.js"
+
+export const USERS = "identity.users"
+export const SESSIONS = "identity.sessions"
+export const API_KEYS = "identity.api_keys"
+export const OAUTH_CLIENTS = "identity.oauth_clients"
+export const REVOCATIONS = "identity.revocations"
+
+export const IdentityProjection = defineProjection({
+  name: "identity",
+  tables: [USERS, SESSIONS, API_KEYS, OAUTH_CLIENTS, REVOCATIONS],
+  events: identityEventTypes,
+  apply: (events, target) =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const users = sql(target.table(USERS))
+      const sessions = sql(target.table(SESSIONS))
+      const apiKeys = sql(target.table(API_KEYS))
+      const clients = sql(target.table(OAUTH_CLIENTS))
+      const revocations = sql(target.table(REVOCATIONS))
+      const revoke = (kind: string, subjectId: string, at: Date) =>
+        sql`INSERT INTO ${revocations} (kind, subject_id, revoked_at) VALUES (${kind}, ${subjectId}, ${at})
+          ON CONFLICT (kind, subject_id) DO UPDATE SET revoked_at = GREATEST(${revocations}.revoked_at, EXCLUDED.revoked_at)`
+      for (const e of events) {
+        switch (e.type) {
+          case "user.registered": {
+            const d = e.data
+            // An erased user replays with shredded fields: no row.
+            if (isShredded(d.email) || isShredded(d.passwordHash)) break
+            const name = (v: typeof d.firstName) => (isShredded(v) ? "" : v)
+            yield* sql`INSERT INTO ${users} (user_id, email, email_normalized, first_name, last_name, role,
+                customer_id, password_hash, created_at, last_login_at)
+              VALUES (${d.userId}, ${d.email}, ${normalizeEmail(d.email)}, ${name(d.firstName)}, ${name(d.lastName)},
+                ${d.role}, ${d.customerId ?? null}, ${d.passwordHash}, ${e.recordedAt}, ${e.recordedAt})
+              ON CONFLICT (user_id) DO NOTHING`
+            break
+          }
+          case "user.logged_in":
+            yield* sql`UPDATE ${users} SET last_login_at = GREATEST(last_login_at, ${e.recordedAt})
+              WHERE user_id = ${e.data.userId}`
+            break
+          case "user.password_reset_requested":
+            break
+          case "user.password_reset": {
+            const d = e.data
+            if (!isShredded(d.passwordHash)) {
+              yield* sql`UPDATE ${users} SET password_hash = ${d.passwordHash},
+                  sessions_valid_after = GREATEST(coalesce(sessions_valid_after, ${d.sessionsValidAfter}), ${d.sessionsValidAfter})
+                WHERE user_id = ${d.userId}`
+            }
+            yield* sql`UPDATE ${sessions} SET revoked_at = ${d.sessionsValidAfter}, revoke_reason = 'password_reset'
+              WHERE user_id = ${d.userId} AND started_at < ${d.sessionsValidAfter} AND revoked_at IS NULL`
+            yield* revoke("user", d.userId, d.sessionsValidAfter)
+            break
+          }
+          case "session.started":
+            yield* sql`INSERT INTO ${sessions} (session_id, user_id, started_at, expires_at)
+              VALUES (${e.data.sessionId}, ${e.data.userId}, ${e.data.startedAt}, ${e.data.expiresAt})
+              ON CONFLICT (session_id) DO NOTHING`
+            break
+          case "token.refreshed":
+            yield* sql`UPDATE ${sessions} SET refreshed_at = ${e.recordedAt}, expires_at = ${e.data.expiresAt}
+              WHERE session_id = ${e.data.sessionId}`
+            break
+          case "session.revoked":
+            yield* sql`UPDATE ${sessions} SET revoked_at = coalesce(revoked_at, ${e.recordedAt}),
+                revoke_reason = coalesce(revoke_reason, ${e.data.reason})
+              WHERE session_id = ${e.data.sessionId}`
+            yield* revoke("session", e.data.sessionId, e.recordedAt)
+            break
+          case "apikey.created": {
+            const d = e.data
+            yield* sql`INSERT INTO ${apiKeys} (key_id, key_hash, key_last4, name, scopes, created_by_type,
+                created_by_id, created_at)
+              VALUES (${d.keyId}, ${d.keyHash}, ${d.keyLast4}, ${d.name}, ${textArray(sql, d.scopes)},
+                ${d.createdBy.type}, ${d.createdBy.id}, ${e.recordedAt})
+              ON CONFLICT (key_id) DO NOTHING`
+            break
+          }
+          case "apikey.revoked":
+            yield* sql`UPDATE ${apiKeys} SET revoked_at = coalesce(revoked_at, ${e.recordedAt})
+              WHERE key_id = ${e.data.keyId}`
+            break
+          case "oauth_client.created": {
+            const d = e.data
+            yield* sql`INSERT INTO ${clients} (client_id, name, scopes, secret_hash, created_at)
+              VALUES (${d.clientId}, ${d.name}, ${textArray(sql, d.scopes)}, ${d.secretHash}, ${e.recordedAt})
+              ON CONFLICT (client_id) DO NOTHING`
+            break
+          }
+          case "oauth_client.token_issued":
+            break
+          case "oauth_client.token_revoked":
+            yield* revoke("token", e.data.tokenId, e.recordedAt)
+            break
+          case "oauth_client.deleted":
+            yield* sql`UPDATE ${clients} SET deleted_at = coalesce(deleted_at, ${e.recordedAt})
+              WHERE client_id = ${e.data.clientId}`
+            yield* revoke("client", e.data.clientId, e.recordedAt)
+            break
+        }
+      }
+    })
+})
