@@ -7,6 +7,7 @@ import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { AppConfig, AppConfigLive } from "./config.js"
 import { HttpLive } from "./http/Server.js"
+import { AdminBootstrapLive } from "./identity/admin.js"
 import { LoggingLive } from "./logging.js"
 import { TracingLive } from "./observability/Tracing.js"
 import { processorsLayer } from "./processors/Supervisor.js"
@@ -20,7 +21,8 @@ export const AppLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) =>
     Layer.mergeAll(
       config.role === "worker" ? Layer.empty : HttpLive,
-      config.role === "api" ? Layer.empty : processorsLayer(processors)
+      config.role === "api" ? Layer.empty : processorsLayer(processors),
+      AdminBootstrapLive
     )
   )
 ).pipe(
