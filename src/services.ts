@@ -7,7 +7,8 @@ import { PersistenceLive } from "./db/layers.js"
 import type { AppendSignal } from "./eventstore/AppendSignal.js"
 import type { EventStore } from "./eventstore/EventStore.js"
 import type { Keyring } from "./eventstore/Keyring.js"
-import { AuthenticationLive, type CredentialVerifier } from "./http/Auth.js"
+import { Api } from "./http/Api.js"
+import { AuthenticationLive, type CredentialVerifier, RouteScopes, routeScopesOf } from "./http/Auth.js"
 import { RateLimiterLive } from "./http/RateLimit.js"
 import { ReadinessLive } from "./http/Readiness.js"
 import { IdentityLive } from "./identity/Identity.js"
@@ -49,7 +50,12 @@ export const servicesLayer = <E = never, R = never>(options: {
     R | SqlClient.SqlClient | AccessTokens | Revocations
   > = options.credentials ?? CredentialVerifierLive
   return OpsStatusLive(subscriptionSpecs(options.processors)).pipe(
-    Layer.provideMerge(AuthenticationLive.pipe(Layer.provideMerge(credentials))),
+    Layer.provideMerge(
+      AuthenticationLive.pipe(
+        Layer.provideMerge(credentials),
+        Layer.provideMerge(Layer.succeed(RouteScopes, routeScopesOf(Api)))
+      )
+    ),
     Layer.provideMerge(IdentityServicesLive),
     Layer.provideMerge(Layer.mergeAll(CommandRunnerLive, DueWorkLive, ReadinessLive)),
     Layer.provideMerge(

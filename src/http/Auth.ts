@@ -4,8 +4,16 @@
  * (`sk_…`) or a client-credentials token; a `CredentialVerifier` (supplied by the identity context)
  * turns it into the current actor. Authorization is a scope check per endpoint (`<action>:<resource>`).
  */
-import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest, OpenApi } from "@effect/platform"
-import { Context, Effect, Layer } from "effect"
+import {
+  HttpApi,
+  type HttpApiGroup,
+  HttpApiMiddleware,
+  HttpApiSecurity,
+  HttpRouter,
+  HttpServerRequest,
+  OpenApi
+} from "@effect/platform"
+import { Context, Effect, Layer, Option, Schema } from "effect"
 import type { Actor } from "../eventstore/EventStore.js"
 import { Forbidden, Unauthorized } from "./errors.js"
 
@@ -40,7 +48,7 @@ const bearer = HttpApiSecurity.bearer.pipe(
 )
 
 export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("Authentication", {
-  failure: Unauthorized,
+  failure: Schema.Union(Unauthorized, Forbidden),
   provides: CurrentActor,
   security: { bearer }
 }) {}
@@ -59,18 +67,32 @@ export const authenticate = (
   return credential ? verifier.verify(credential) : Effect.fail(missing)
 }
 
+/**
+ * Authenticates, then authorizes by the route's `RequiredScope` annotation — before the request
+ * body is read, so a credential without the scope gets 403 whatever it sends.
+ */
 export const AuthenticationLive = Layer.effect(
   Authentication,
-  Effect.map(CredentialVerifier, (verifier) =>
-    Authentication.of({
+  Effect.gen(function* () {
+    const verifier = yield* CredentialVerifier
+    const scopes = yield* RouteScopes
+    return Authentication.of({
       // The platform's decoded token is "" for a missing header and ignores the scheme: read the
       // header itself instead.
       bearer: () =>
-        Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-          authenticate(verifier, request.headers.authorization)
-        )
+        Effect.gen(function* () {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const actor = yield* authenticate(verifier, request.headers.authorization)
+          const route = yield* Effect.serviceOption(HttpRouter.RouteContext)
+          const scope = Option.flatMapNullable(route, (r) =>
+            scopes.get(routeKey(r.route.method, r.route.path))
+          )
+          if (Option.isSome(scope) && !hasScope(actor, scope.value))
+            return yield* Effect.fail(insufficient(scope.value))
+          return actor
+        })
     })
-  )
+  })
 )
 
 /** Until the identity context supplies credentials, every credential is refused. */
@@ -85,18 +107,42 @@ export const ADMIN_SCOPE = "admin"
 export const hasScope = (actor: AuthenticatedActor, scope: string): boolean =>
   actor.role === "admin" || actor.scopes.has(ADMIN_SCOPE) || actor.scopes.has("*") || actor.scopes.has(scope)
 
+const insufficient = (scope: string) =>
+  Forbidden.of({ code: "insufficient_scope", message: `this credential lacks the ${scope} scope` })
+
 /** Fails with 403 `insufficient_scope` unless the current actor holds `scope`. */
 export const requireScope = (scope: string) =>
   Effect.flatMap(CurrentActor, (actor) =>
-    hasScope(actor, scope)
-      ? Effect.succeed(actor)
-      : Effect.fail(
-          Forbidden.of({ code: "insufficient_scope", message: `this credential lacks the ${scope} scope` })
-        )
+    hasScope(actor, scope) ? Effect.succeed(actor) : Effect.fail(insufficient(scope))
   )
 
 /**
- * The scope an endpoint requires, as an endpoint annotation: documented in OpenAPI, and read by the
- * authorization-matrix tests, which check every protected route against it.
+ * The scope an endpoint (or a whole group) requires, as an annotation on the route table. The
+ * authentication middleware enforces it; the authorization-matrix tests read it.
  */
 export class RequiredScope extends Context.Tag("http/RequiredScope")<RequiredScope, string>() {}
+
+export const routeKey = (method: string, path: string): string => `${method.toUpperCase()} ${path}`
+
+/** `METHOD /path/:param` → the scope it requires, from the HttpApi's `RequiredScope` annotations. */
+export class RouteScopes extends Context.Tag("http/RouteScopes")<
+  RouteScopes,
+  ReadonlyMap<string, string>
+>() {}
+
+export const routeScopesOf = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
+  api: HttpApi.HttpApi<Id, Groups, E, R>
+): ReadonlyMap<string, string> => {
+  const table = new Map<string, string>()
+  HttpApi.reflect(api, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint, mergedAnnotations }) => {
+      const scope = Context.getOption(mergedAnnotations, RequiredScope)
+      if (Option.isSome(scope)) table.set(routeKey(endpoint.method, endpoint.path), scope.value)
+    }
+  })
+  return table
+}
+
+/** For an API without `RequiredScope` annotations (handlers check scopes themselves). */
+export const NoRouteScopes = Layer.succeed(RouteScopes, new Map<string, string>())

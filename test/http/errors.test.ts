@@ -15,7 +15,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { describe, layer } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
 import { expect } from "vitest"
-import { Authentication, AuthenticationLive, requireScope } from "../../src/http/Auth.js"
+import { Authentication, AuthenticationLive, NoRouteScopes, requireScope } from "../../src/http/Auth.js"
 import {
   BadRequest,
   Conflict,
@@ -98,7 +98,7 @@ const ProbeHandlers = Layer.mergeAll(
   ),
   HttpApiBuilder.group(ProbeApi, "secure", (h) =>
     h.handle("events", () => Effect.as(requireScope("read:events"), { ok: true }))
-  ).pipe(Layer.provide(AuthenticationLive.pipe(Layer.provide(TestCredentials))))
+  ).pipe(Layer.provide(AuthenticationLive.pipe(Layer.provide([TestCredentials, NoRouteScopes]))))
 )
 
 const ProbeServer = HttpApiBuilder.serve(apiMiddleware({ accessLog: false })).pipe(

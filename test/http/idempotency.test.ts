@@ -19,7 +19,7 @@ import { describe, it, layer } from "@effect/vitest"
 import { Deferred, Duration, Effect, Fiber, Layer, Logger, LogLevel, Option, Schedule, Schema } from "effect"
 import { expect } from "vitest"
 import { PersistenceLive } from "../../src/db/layers.js"
-import { Authentication, AuthenticationLive, CredentialVerifier } from "../../src/http/Auth.js"
+import { Authentication, AuthenticationLive, CredentialVerifier, NoRouteScopes } from "../../src/http/Auth.js"
 import {
   BadRequest,
   Conflict,
@@ -153,7 +153,7 @@ const ProbeHandlers = Layer.mergeAll(
   ),
   HttpApiBuilder.group(ProbeApi, "secure", (h) =>
     h.handle("create", ({ payload }) => create(payload.item))
-  ).pipe(Layer.provide(AuthenticationLive.pipe(Layer.provide(FlipCredentials))))
+  ).pipe(Layer.provide(AuthenticationLive.pipe(Layer.provide([FlipCredentials, NoRouteScopes]))))
 )
 
 const limited = rateLimitPolicy("probe.limited", { limit: 1, window: "1 minute" })
