@@ -4,9 +4,10 @@
  */
 import { Clock, Duration, Effect } from "effect"
 
-export const makeShiftedClock = () => {
+/** `startOffsetMs` may be negative: a clock running in the past (e.g. to mint an expired token). */
+export const makeShiftedClock = (startOffsetMs = 0) => {
   const live = Clock.make()
-  let offsetMs = 0
+  let offsetMs = startOffsetMs
   const clock: Clock.Clock = {
     [Clock.ClockTypeId]: Clock.ClockTypeId,
     unsafeCurrentTimeMillis: () => live.unsafeCurrentTimeMillis() + offsetMs,

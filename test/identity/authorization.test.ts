@@ -1,0 +1,208 @@
+/**
+ * The authorization matrix, generated from the route table (`HttpApi.reflect` over the service's
+ * Api): every protected route × {no credential, expired token, revoked token, revoked API key,
+ * credential without the route's scope, a shopper (customer role)}. A new route is covered the
+ * moment it is added; a protected route without a `RequiredScope` must be listed below on purpose.
+ */
+import { HttpApi } from "@effect/platform"
+import { layer } from "@effect/vitest"
+import { Context, Effect, Option } from "effect"
+import { expect } from "vitest"
+import { Api } from "../../src/http/Api.js"
+import { Authentication, RequiredScope } from "../../src/http/Auth.js"
+import * as Ids from "../../src/kernel/Ids.js"
+import { ALL_SCOPES, CUSTOMER_SCOPES } from "../../src/identity/permissions.js"
+import { AccessTokens } from "../../src/identity/tokens.js"
+import { makeShiftedClock } from "../support/clock.js"
+import { adminLogin, apiKeyWith, call, IdentityHttp, registerShopper } from "../support/identity.js"
+
+type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
+
+interface ProtectedRoute {
+  readonly method: Method
+  readonly path: string
+  readonly scope: string | undefined
+}
+
+/** Routes any authenticated credential may call (they act on the caller itself). */
+const SELF_ROUTES = new Set(["POST /auth/logout", "GET /auth/me"])
+
+/**
+ * Routes a shopper reaches that take a record id: each needs a fixture proving another customer's
+ * record answers 404 (added by the contexts that own such routes).
+ */
+const OTHER_CUSTOMER_FIXTURES: Record<string, never> = {}
+
+const protectedRoutes: ReadonlyArray<ProtectedRoute> = (() => {
+  const routes: Array<ProtectedRoute> = []
+  HttpApi.reflect(Api, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint, middleware, mergedAnnotations }) => {
+      if (!middleware.has(Authentication)) return
+      const method = endpoint.method
+      if (method !== "GET" && method !== "POST" && method !== "PUT" && method !== "PATCH" && method !== "DELETE") {
+        throw new Error(`unexpected method ${method}`)
+      }
+      routes.push({
+        method,
+        path: endpoint.path,
+        scope: Option.getOrUndefined(Context.getOption(mergedAnnotations, RequiredScope))
+      })
+    }
+  })
+  return routes
+})()
+
+const key = (r: ProtectedRoute) => `${r.method} ${r.path}`
+
+/** A concrete path: every `:param` gets a well-formed id that names nothing. */
+const concrete = (path: string) => path.replace(/:[A-Za-z_]+/g, () => "key_01jd4x8m6ffq2b3n5r7t9v1w3y")
+
+/** A scope every route but this one's would accept. */
+const otherScope = (scope: string) => (scope === "read:events" ? "read:products" : "read:events")
+
+const expectError = (
+  r: { status: number; body: { error?: { code?: string } } },
+  status: number,
+  code: string,
+  label: string
+) => {
+  expect(r.status, label).toBe(status)
+  expect(r.body?.error?.code, label).toBe(code)
+}
+
+layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("authorization matrix", (it) => {
+  it("the route table has protected routes, each with a scope or listed as a self route", () => {
+    expect(protectedRoutes.length).toBeGreaterThanOrEqual(8)
+    for (const route of protectedRoutes) {
+      if (route.scope === undefined) expect(SELF_ROUTES.has(key(route)), `${key(route)} declares no RequiredScope`).toBe(true)
+      else expect([...ALL_SCOPES, "admin"], `${key(route)} requires an unknown scope`).toContain(route.scope)
+    }
+  })
+
+  it.effect("no credential → 401 missing_credentials; garbage → 401 invalid_token", () =>
+    Effect.gen(function* () {
+      for (const route of protectedRoutes) {
+        const path = concrete(route.path)
+        expectError(yield* call(route.method, path), 401, "missing_credentials", `${key(route)} without credential`)
+        expectError(
+          yield* call(route.method, path, { headers: { authorization: "Basic dXNlcjpwYXNz" } }),
+          401,
+          "missing_credentials",
+          `${key(route)} with a Basic header`
+        )
+        expectError(
+          yield* call(route.method, path, { token: "not.a.jwt" }),
+          401,
+          "invalid_token",
+          `${key(route)} with garbage`
+        )
+        expectError(
+          yield* call(route.method, path, { token: "sk_unknownkeyunknownkeyunknownkeyunknownkey123" }),
+          401,
+          "invalid_api_key",
+          `${key(route)} with an unknown API key`
+        )
+      }
+    })
+  )
+
+  it.effect("an expired access token → 401 token_expired", () =>
+    Effect.gen(function* () {
+      const tokens = yield* AccessTokens
+      const { clock } = makeShiftedClock(-3 * 3600_000)
+      const admin = yield* adminLogin()
+      const expired = yield* tokens
+        .issue({
+          subject: admin.userId,
+          tokenId: "expired-token",
+          scopes: ["admin"],
+          ttlSeconds: 3600,
+          role: "admin",
+          sessionId: yield* Ids.make("ses")
+        })
+        .pipe(Effect.withClock(clock))
+      for (const route of protectedRoutes) {
+        expectError(
+          yield* call(route.method, concrete(route.path), { token: expired.token }),
+          401,
+          "token_expired",
+          `${key(route)} with an expired token`
+        )
+      }
+    })
+  )
+
+  it.effect("a revoked access token (after logout) and a revoked API key → 401 token_revoked", () =>
+    Effect.gen(function* () {
+      const admin = yield* adminLogin()
+      const revokedKey = yield* apiKeyWith(["admin"])
+      expect((yield* call("POST", "/auth/logout", { token: admin.accessToken })).status).toBe(204)
+      const keeper = yield* adminLogin()
+      expect((yield* call("DELETE", `/apikey/${revokedKey.id}`, { token: keeper.accessToken })).status).toBe(204)
+      for (const route of protectedRoutes) {
+        const path = concrete(route.path)
+        expectError(
+          yield* call(route.method, path, { token: admin.accessToken }),
+          401,
+          "token_revoked",
+          `${key(route)} with a logged-out token`
+        )
+        expectError(
+          yield* call(route.method, path, { token: revokedKey.key }),
+          401,
+          "token_revoked",
+          `${key(route)} with a revoked API key`
+        )
+      }
+    })
+  )
+
+  it.effect("a credential without the route's scope → 403 insufficient_scope, whatever the body", () =>
+    Effect.gen(function* () {
+      for (const route of protectedRoutes) {
+        if (route.scope === undefined) continue
+        const apiKey = yield* apiKeyWith([otherScope(route.scope)])
+        expectError(
+          yield* call(route.method, concrete(route.path), { token: apiKey.key, json: { unexpected: true } }),
+          403,
+          "insufficient_scope",
+          `${key(route)} with an API key lacking ${route.scope}`
+        )
+      }
+    })
+  )
+
+  it.effect("the route's own scope is enough to get past authorization", () =>
+    Effect.gen(function* () {
+      for (const route of protectedRoutes) {
+        if (route.scope === undefined || route.scope === "admin") continue
+        const apiKey = yield* apiKeyWith([route.scope])
+        const r = yield* call(route.method, concrete(route.path), { token: apiKey.key, json: {} })
+        expect([401, 403], `${key(route)} with ${route.scope}: ${r.text}`).not.toContain(r.status)
+      }
+    })
+  )
+
+  it.effect("a shopper reaches only routes within the customer role, and never another customer's records", () =>
+    Effect.gen(function* () {
+      for (const route of protectedRoutes) {
+        // A fresh shopper per route: one of them is logout.
+        const shopper = yield* registerShopper()
+        const r = yield* call(route.method, concrete(route.path), { token: shopper.accessToken, json: {} })
+        const allowed = route.scope === undefined || CUSTOMER_SCOPES.includes(route.scope)
+        if (!allowed) {
+          expectError(r, 403, "insufficient_scope", `${key(route)} as a shopper`)
+          continue
+        }
+        expect([401, 403], `${key(route)} as a shopper: ${r.text}`).not.toContain(r.status)
+        if (route.scope !== undefined && /:[A-Za-z_]+/.test(route.path)) {
+          expect(
+            Object.keys(OTHER_CUSTOMER_FIXTURES),
+            `${key(route)} takes a record id a shopper can reach: add its other-customer fixture`
+          ).toContain(key(route))
+        }
+      }
+    })
+  )
+})
