@@ -4,7 +4,7 @@
  */
 import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
+import { type Clock, Effect, Layer } from "effect"
 import type { AppConfig, AppConfigShape } from "../../src/config.js"
 import { HttpAppLive } from "../../src/http/Server.js"
 import { Identity } from "../../src/identity/Identity.js"
@@ -12,9 +12,8 @@ import { projections } from "../../src/registry.js"
 import { servicesLayer } from "../../src/services.js"
 import { TestConfig, testConfig } from "./database.js"
 
-export const identityServices = (
-  config: Layer.Layer<AppConfig, never, never> = TestConfig
-) => servicesLayer({ processors: [], projections }).pipe(Layer.provideMerge(config))
+export const identityServices = (config: Layer.Layer<AppConfig, never, never> = TestConfig) =>
+  servicesLayer({ processors: [], projections }).pipe(Layer.provideMerge(config))
 
 /** The app on a real socket with real credentials; `overrides` change the config. */
 export const identityHttp = (overrides: Partial<AppConfigShape> = {}) =>
