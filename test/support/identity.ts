@@ -15,14 +15,19 @@ import { TestConfig, testConfig } from "./database.js"
 export const identityServices = (config: Layer.Layer<AppConfig, never, never> = TestConfig) =>
   servicesLayer({ processors: [], projections }).pipe(Layer.provideMerge(config))
 
-/** The app on a real socket with real credentials; `overrides` change the config. */
-export const identityHttp = (overrides: Partial<AppConfigShape> = {}) =>
-  HttpAppLive.pipe(
+/**
+ * The app on a real socket with real credentials; `overrides` change the config, and `clock`
+ * (e.g. `makeShiftedClock().clock`) is the time the whole server runs on.
+ */
+export const identityHttp = (overrides: Partial<AppConfigShape> = {}, clock?: Clock.Clock) => {
+  const app = HttpAppLive.pipe(
     Layer.provideMerge(NodeHttpServer.layerTest),
     Layer.provideMerge(
       identityServices(Object.keys(overrides).length === 0 ? TestConfig : testConfig(overrides))
     )
   )
+  return clock === undefined ? app : app.pipe(Layer.provide(Layer.setClock(clock)))
+}
 
 export const IdentityHttp = identityHttp()
 
@@ -63,7 +68,8 @@ export const call = (
     } catch {
       body = undefined
     }
-    return { status: response.status, headers: response.headers, text, body } satisfies Reply
+    const reply: Reply = { status: response.status, headers: response.headers, text, body }
+    return reply
   }).pipe(Effect.scoped, Effect.orDie)
 
 let counter = 0
