@@ -1,0 +1,706 @@
+/**
+ * The identity aggregates as pure deciders (no database): users and password resets, sessions
+ * (refresh-token rotation and reuse detection), API keys and OAuth clients.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fc from "fast-check"
+import type { EventMetadata } from "../../src/eventstore/EventStore.js"
+import type { DomainEvent } from "../../src/eventstore/EventType.js"
+import {
+  ApiKeyDecider,
+  OAuthClientDecider,
+  SessionDecider,
+  type SessionState,
+  UserDecider,
+  type UserState
+} from "../../src/identity/decider.js"
+import {
+  type ActorRef,
+  ApiKeyCreated,
+  ApiKeyRevoked,
+  OAuthClientCreated,
+  OAuthClientDeleted,
+  OAuthClientTokenIssued,
+  OAuthClientTokenRevoked,
+  SessionRevoked,
+  SessionStarted,
+  TokenRefreshed,
+  UserLoggedIn,
+  UserPasswordReset,
+  UserPasswordResetRequested,
+  UserRegistered
+} from "../../src/identity/events.js"
+import { digest, randomBase62 } from "../../src/identity/secrets.js"
+import { type Decider, fold, type Recorded } from "../../src/kernel/Decider.js"
+
+/** Decides a command against a state and folds the resulting events into it. */
+const step = <C, E extends DomainEvent, S, Err>(decider: Decider<C, E, S, Err>, state: S, command: C) =>
+  Effect.map(decider.decide(command, state), (events) => ({ events, state: fold(decider, events, state) }))
+
+const admin: ActorRef = { type: "user", id: "usr_01jd4x8m6ffq2b3n5r7t9v1w3y" }
+const at = (iso: string) => new Date(iso)
+
+// --- Users -----------------------------------------------------------------------------------------
+
+const userId = "usr_01jd4x8m6ffq2b3n5r7t9v1w3a"
+const customerId = "cus_01jd4x8m6ffq2b3n5r7t9v1w3b"
+
+const register = {
+  _tag: "Register",
+  userId,
+  email: "ann@example.com",
+  firstName: "Ann",
+  lastName: "Lee",
+  passwordHash: "scrypt$old",
+  role: "customer",
+  customerId
+} as const
+
+const registered: UserState = fold(UserDecider, [
+  UserRegistered.make({
+    userId,
+    email: "ann@example.com",
+    firstName: "Ann",
+    lastName: "Lee",
+    passwordHash: "scrypt$old",
+    role: "customer",
+    customerId
+  })
+])
+
+const resetToken = () => `prt_${userId.slice(4)}${randomBase62()}`
+const requestedAt = at("2030-01-01T10:00:00.000Z")
+const resetExpiresAt = at("2030-01-01T10:30:00.000Z")
+
+const requestReset = (state: UserState, resetId: string, token: string, expiresAt = resetExpiresAt) =>
+  step(UserDecider, state, {
+    _tag: "RequestPasswordReset",
+    resetId,
+    token,
+    tokenHash: digest(token),
+    expiresAt
+  })
+
+describe("UserDecider", () => {
+  it.effect("registers a user once; a second registration is UserAlreadyExists", () =>
+    Effect.gen(function* () {
+      const { events, state } = yield* step(UserDecider, UserDecider.initialState, register)
+      expect(events).toEqual([
+        UserRegistered.make({
+          userId,
+          email: "ann@example.com",
+          firstName: "Ann",
+          lastName: "Lee",
+          passwordHash: "scrypt$old",
+          role: "customer",
+          customerId
+        })
+      ])
+      expect(state).toEqual(registered)
+      expect(state).toMatchObject({
+        status: "active",
+        userId,
+        email: "ann@example.com",
+        firstName: "Ann",
+        lastName: "Lee",
+        passwordHash: "scrypt$old",
+        role: "customer",
+        customerId,
+        pendingReset: undefined,
+        spentResetHashes: [],
+        sessionsValidAfter: undefined
+      })
+
+      const again = yield* Effect.flip(UserDecider.decide(register, state))
+      expect(again).toMatchObject({ _tag: "UserAlreadyExists", userId })
+    })
+  )
+
+  it.effect("an admin without a linked customer has no customerId key in the event", () =>
+    Effect.gen(function* () {
+      const [event] = yield* UserDecider.decide(
+        {
+          _tag: "Register",
+          userId,
+          email: "root@example.com",
+          firstName: "Root",
+          lastName: "Admin",
+          passwordHash: "h",
+          role: "admin"
+        },
+        UserDecider.initialState
+      )
+      expect(event?.data).not.toHaveProperty("customerId")
+      expect(event?.data).toMatchObject({ role: "admin" })
+    })
+  )
+
+  it.effect("commands other than Register on an unknown user are UserNotFound", () =>
+    Effect.gen(function* () {
+      const login = yield* Effect.flip(
+        UserDecider.decide({ _tag: "RecordLogin", sessionId: "ses_1" }, UserDecider.initialState)
+      )
+      expect(login._tag).toBe("UserNotFound")
+      const reset = yield* Effect.flip(
+        UserDecider.decide(
+          { _tag: "ResetPassword", tokenHash: digest("x"), passwordHash: "h", now: requestedAt },
+          UserDecider.initialState
+        )
+      )
+      expect(reset._tag).toBe("UserNotFound")
+    })
+  )
+
+  it.effect("records a login without changing the state", () =>
+    Effect.gen(function* () {
+      const { events, state } = yield* step(UserDecider, registered, {
+        _tag: "RecordLogin",
+        sessionId: "ses_x"
+      })
+      expect(events).toEqual([UserLoggedIn.make({ userId, sessionId: "ses_x" })])
+      expect(state).toEqual(registered)
+    })
+  )
+
+  it.effect("a reset request leaves a pending reset", () =>
+    Effect.gen(function* () {
+      const token = resetToken()
+      const { events, state } = yield* requestReset(registered, "prs_1", token)
+      expect(events).toEqual([
+        UserPasswordResetRequested.make({
+          userId,
+          resetId: "prs_1",
+          tokenHash: digest(token),
+          token,
+          expiresAt: resetExpiresAt
+        })
+      ])
+      expect(state.pendingReset).toEqual({
+        resetId: "prs_1",
+        tokenHash: digest(token),
+        expiresAt: resetExpiresAt
+      })
+      expect(state.spentResetHashes).toEqual([])
+      expect(state.passwordHash).toBe("scrypt$old")
+    })
+  )
+
+  it.effect("the right token before expiry resets the password; sessionsValidAfter = now", () =>
+    Effect.gen(function* () {
+      const token = resetToken()
+      const pending = (yield* requestReset(registered, "prs_1", token)).state
+      const now = new Date(resetExpiresAt.getTime() - 1) // the last valid millisecond
+      const { events, state } = yield* step(UserDecider, pending, {
+        _tag: "ResetPassword",
+        tokenHash: digest(token),
+        passwordHash: "scrypt$new",
+        now
+      })
+      expect(events).toEqual([
+        UserPasswordReset.make({
+          userId,
+          resetId: "prs_1",
+          passwordHash: "scrypt$new",
+          sessionsValidAfter: now
+        })
+      ])
+      expect(state.passwordHash).toBe("scrypt$new")
+      expect(state.sessionsValidAfter).toEqual(now)
+      expect(state.pendingReset).toBeUndefined()
+      expect(state.spentResetHashes).toEqual([digest(token)])
+    })
+  )
+
+  it.effect("a token that was never issued is ResetTokenInvalid unknown", () =>
+    Effect.gen(function* () {
+      const pending = (yield* requestReset(registered, "prs_1", resetToken())).state
+      const wrong = yield* Effect.flip(
+        UserDecider.decide(
+          { _tag: "ResetPassword", tokenHash: digest(resetToken()), passwordHash: "h", now: requestedAt },
+          pending
+        )
+      )
+      expect(wrong).toMatchObject({ _tag: "ResetTokenInvalid", reason: "unknown" })
+      // Without any pending reset, too.
+      const none = yield* Effect.flip(
+        UserDecider.decide(
+          { _tag: "ResetPassword", tokenHash: digest(resetToken()), passwordHash: "h", now: requestedAt },
+          registered
+        )
+      )
+      expect(none).toMatchObject({ _tag: "ResetTokenInvalid", reason: "unknown" })
+    })
+  )
+
+  it.effect("a token already used is ResetTokenInvalid used", () =>
+    Effect.gen(function* () {
+      const token = resetToken()
+      const pending = (yield* requestReset(registered, "prs_1", token)).state
+      const command = {
+        _tag: "ResetPassword",
+        tokenHash: digest(token),
+        passwordHash: "scrypt$new",
+        now: requestedAt
+      } as const
+      const afterReset = (yield* step(UserDecider, pending, command)).state
+      const reused = yield* Effect.flip(UserDecider.decide(command, afterReset))
+      expect(reused).toMatchObject({ _tag: "ResetTokenInvalid", reason: "used" })
+    })
+  )
+
+  it.effect("a token superseded by a second request is used; the newer one works", () =>
+    Effect.gen(function* () {
+      const first = resetToken()
+      const second = resetToken()
+      const once = (yield* requestReset(registered, "prs_1", first)).state
+      const twice = (yield* requestReset(once, "prs_2", second)).state
+      expect(twice.pendingReset?.resetId).toBe("prs_2")
+      expect(twice.spentResetHashes).toEqual([digest(first)])
+
+      const superseded = yield* Effect.flip(
+        UserDecider.decide(
+          { _tag: "ResetPassword", tokenHash: digest(first), passwordHash: "h", now: requestedAt },
+          twice
+        )
+      )
+      expect(superseded).toMatchObject({ _tag: "ResetTokenInvalid", reason: "used" })
+
+      const [event] = yield* UserDecider.decide(
+        { _tag: "ResetPassword", tokenHash: digest(second), passwordHash: "h", now: requestedAt },
+        twice
+      )
+      expect(event).toMatchObject({ type: "user.password_reset", data: { resetId: "prs_2" } })
+    })
+  )
+
+  it.effect("a token at or after its expiry is ResetTokenInvalid expired", () =>
+    Effect.gen(function* () {
+      const token = resetToken()
+      const pending = (yield* requestReset(registered, "prs_1", token)).state
+      for (const now of [
+        resetExpiresAt,
+        new Date(resetExpiresAt.getTime() + 1),
+        at("2031-01-01T00:00:00Z")
+      ]) {
+        const expired = yield* Effect.flip(
+          UserDecider.decide(
+            { _tag: "ResetPassword", tokenHash: digest(token), passwordHash: "h", now },
+            pending
+          )
+        )
+        expect(expired).toMatchObject({ _tag: "ResetTokenInvalid", reason: "expired" })
+      }
+    })
+  )
+
+  it.effect("an admin SetPassword spends the pending reset token", () =>
+    Effect.gen(function* () {
+      const token = resetToken()
+      const pending = (yield* requestReset(registered, "prs_1", token)).state
+      const now = at("2030-01-01T10:05:00Z")
+      const { events, state } = yield* step(UserDecider, pending, {
+        _tag: "SetPassword",
+        passwordHash: "scrypt$admin",
+        now
+      })
+      expect(events).toEqual([
+        UserPasswordReset.make({ userId, passwordHash: "scrypt$admin", sessionsValidAfter: now })
+      ])
+      expect(events[0]?.data).not.toHaveProperty("resetId")
+      expect(state.sessionsValidAfter).toEqual(now)
+      const used = yield* Effect.flip(
+        UserDecider.decide({ _tag: "ResetPassword", tokenHash: digest(token), passwordHash: "h", now }, state)
+      )
+      expect(used).toMatchObject({ _tag: "ResetTokenInvalid", reason: "used" })
+    })
+  )
+
+  it.effect("only the latest ten spent tokens answer used; older ones are unknown", () =>
+    Effect.gen(function* () {
+      const tokens = Array.from({ length: 12 }, () => resetToken())
+      let state = registered
+      for (const [i, token] of tokens.entries()) state = (yield* requestReset(state, `prs_${i}`, token)).state
+      // 11 superseded, the 12th pending: the newest 10 superseded are remembered.
+      expect(state.spentResetHashes).toHaveLength(10)
+      const reasonOf = (token: string) =>
+        Effect.flip(
+          UserDecider.decide(
+            { _tag: "ResetPassword", tokenHash: digest(token), passwordHash: "h", now: requestedAt },
+            state
+          )
+        ).pipe(Effect.map((e) => (e._tag === "ResetTokenInvalid" ? e.reason : e._tag)))
+      expect(yield* reasonOf(tokens[0] ?? "")).toBe("unknown")
+      expect(yield* reasonOf(tokens[1] ?? "")).toBe("used")
+      expect(yield* reasonOf(tokens[10] ?? "")).toBe("used")
+    })
+  )
+
+  it.effect("a reset request publishes customer.password_reset with the token and the subject", () =>
+    Effect.gen(function* () {
+      const token = resetToken()
+      const { events, state } = yield* requestReset(registered, "prs_1", token)
+      const [event] = events
+      if (event === undefined || event.type !== "user.password_reset_requested") {
+        return expect.fail("expected a user.password_reset_requested event")
+      }
+      const metadata: EventMetadata = {}
+      const recorded: Recorded<typeof event> = {
+        ...event,
+        globalPosition: 7,
+        transactionId: "1234",
+        streamId: `user-${userId}`,
+        streamVersion: 2,
+        eventId: "0190f6c0-0000-7000-8000-000000000000",
+        schemaVersion: 1,
+        metadata,
+        recordedAt: requestedAt
+      }
+      const publicEvents = UserDecider.publicEvents
+      if (publicEvents === undefined) return expect.fail("UserDecider has no public events")
+      expect(publicEvents(recorded, state)).toEqual([
+        {
+          type: "customer.password_reset",
+          data: {
+            userId,
+            customerId,
+            email: "ann@example.com",
+            firstName: "Ann",
+            lastName: "Lee",
+            resetToken: token,
+            expiresAt: resetExpiresAt.toISOString()
+          },
+          subjectId: userId
+        }
+      ])
+
+      // Other user events publish nothing.
+      const login = UserLoggedIn.make({ userId, sessionId: "ses_1" })
+      expect(publicEvents({ ...recorded, ...login }, state)).toEqual([])
+    })
+  )
+})
+
+// --- Sessions --------------------------------------------------------------------------------------
+
+const sessionId = "ses_01jd4x8m6ffq2b3n5r7t9v1w3c"
+const startedAt = at("2030-01-01T00:00:00.000Z")
+const sessionExpiresAt = at("2030-01-31T00:00:00.000Z")
+const h0 = digest("rt-0")
+const h1 = digest("rt-1")
+const h2 = digest("rt-2")
+
+const started: SessionState = fold(SessionDecider, [
+  SessionStarted.make({
+    sessionId,
+    userId,
+    refreshTokenHash: h0,
+    accessTokenId: "jti-0",
+    startedAt,
+    expiresAt: sessionExpiresAt
+  })
+])
+
+const refresh = (
+  presentedHash: string,
+  refreshTokenHash: string,
+  now: Date,
+  sessionsValidAfter: Date | undefined = undefined
+) =>
+  ({
+    _tag: "Refresh",
+    presentedHash,
+    refreshTokenHash,
+    accessTokenId: `jti-${refreshTokenHash.slice(0, 6)}`,
+    expiresAt: new Date(now.getTime() + 30 * 86_400_000),
+    now,
+    sessionsValidAfter
+  }) as const
+
+describe("SessionDecider", () => {
+  it.effect("starts a session; starting it again fails", () =>
+    Effect.gen(function* () {
+      const command = {
+        _tag: "Start",
+        sessionId,
+        userId,
+        refreshTokenHash: h0,
+        accessTokenId: "jti-0",
+        startedAt,
+        expiresAt: sessionExpiresAt
+      } as const
+      const { events, state } = yield* step(SessionDecider, SessionDecider.initialState, command)
+      expect(events).toEqual([
+        SessionStarted.make({
+          sessionId,
+          userId,
+          refreshTokenHash: h0,
+          accessTokenId: "jti-0",
+          startedAt,
+          expiresAt: sessionExpiresAt
+        })
+      ])
+      expect(state).toEqual({
+        status: "active",
+        sessionId,
+        userId,
+        startedAt,
+        currentHash: h0,
+        usedHashes: [],
+        expiresAt: sessionExpiresAt
+      })
+      const again = yield* Effect.flip(SessionDecider.decide(command, state))
+      expect(again._tag).toBe("SessionIsRevoked")
+    })
+  )
+
+  it.effect("refreshing with the current token rotates it: the old hash becomes used", () =>
+    Effect.gen(function* () {
+      const now = at("2030-01-02T00:00:00Z")
+      const command = refresh(h0, h1, now)
+      const { events, state } = yield* step(SessionDecider, started, command)
+      expect(events).toEqual([
+        TokenRefreshed.make({
+          sessionId,
+          userId,
+          previousTokenHash: h0,
+          refreshTokenHash: h1,
+          accessTokenId: command.accessTokenId,
+          expiresAt: command.expiresAt
+        })
+      ])
+      expect(state.status).toBe("active")
+      expect(state.currentHash).toBe(h1)
+      expect(state.usedHashes).toEqual([h0])
+      expect(state.expiresAt).toEqual(command.expiresAt)
+      expect(state.startedAt).toEqual(startedAt)
+    })
+  )
+
+  it.effect("presenting a rotated-away token revokes the whole family (reuse detection)", () =>
+    Effect.gen(function* () {
+      const now = at("2030-01-02T00:00:00Z")
+      const rotated = (yield* step(SessionDecider, started, refresh(h0, h1, now))).state
+      const { events, state } = yield* step(SessionDecider, rotated, refresh(h0, h2, now))
+      expect(events).toEqual([SessionRevoked.make({ sessionId, userId, reason: "refresh_token_reused" })])
+      expect(state.status).toBe("revoked")
+      // The legitimate holder of the current token is locked out too.
+      const locked = yield* Effect.flip(SessionDecider.decide(refresh(h1, h2, now), state))
+      expect(locked).toMatchObject({ _tag: "SessionIsRevoked", sessionId })
+    })
+  )
+
+  it("any earlier token of a rotation chain is detected as reuse", () =>
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 8 }), fc.nat(), (rotations, pick) => {
+        const hashes = Array.from({ length: rotations + 1 }, (_, i) => digest(`chain-${i}`))
+        const now = at("2030-01-02T00:00:00Z")
+        let state = fold(SessionDecider, [
+          SessionStarted.make({
+            sessionId,
+            userId,
+            refreshTokenHash: hashes[0] ?? "",
+            accessTokenId: "jti",
+            startedAt,
+            expiresAt: sessionExpiresAt
+          })
+        ])
+        for (let i = 1; i <= rotations; i++) {
+          const events = Effect.runSync(
+            SessionDecider.decide(refresh(hashes[i - 1] ?? "", hashes[i] ?? "", now), state)
+          )
+          expect(events.map((e) => e.type)).toEqual(["token.refreshed"])
+          state = fold(SessionDecider, events, state)
+        }
+        expect(state.usedHashes).toEqual(hashes.slice(0, rotations))
+        const stale = hashes[pick % rotations] ?? ""
+        const events = Effect.runSync(SessionDecider.decide(refresh(stale, digest("next"), now), state))
+        expect(events).toEqual([SessionRevoked.make({ sessionId, userId, reason: "refresh_token_reused" })])
+      }),
+      { numRuns: 50 }
+    ))
+
+  it.effect("refreshing a revoked session is SessionIsRevoked", () =>
+    Effect.gen(function* () {
+      const revoked = (yield* step(SessionDecider, started, { _tag: "Revoke", reason: "logout" })).state
+      const error = yield* Effect.flip(
+        SessionDecider.decide(refresh(h0, h1, at("2030-01-02T00:00:00Z")), revoked)
+      )
+      expect(error).toMatchObject({ _tag: "SessionIsRevoked", sessionId })
+    })
+  )
+
+  it.effect("refreshing at or after the refresh token's expiry is RefreshTokenExpired", () =>
+    Effect.gen(function* () {
+      for (const now of [sessionExpiresAt, new Date(sessionExpiresAt.getTime() + 60_000)]) {
+        const error = yield* Effect.flip(SessionDecider.decide(refresh(h0, h1, now), started))
+        expect(error).toMatchObject({ _tag: "RefreshTokenExpired", sessionId })
+      }
+      const justBefore = new Date(sessionExpiresAt.getTime() - 1)
+      const events = yield* SessionDecider.decide(refresh(h0, h1, justBefore), started)
+      expect(events.map((e) => e.type)).toEqual(["token.refreshed"])
+    })
+  )
+
+  it.effect("a session started before the user's sessionsValidAfter is revoked (password_reset)", () =>
+    Effect.gen(function* () {
+      const now = at("2030-01-05T00:00:00Z")
+      const resetAt = at("2030-01-04T00:00:00Z")
+      const { events, state } = yield* step(SessionDecider, started, refresh(h0, h1, now, resetAt))
+      expect(events).toEqual([SessionRevoked.make({ sessionId, userId, reason: "password_reset" })])
+      expect(state.status).toBe("revoked")
+      // A reset at the very instant the session started does not revoke it.
+      const same = yield* SessionDecider.decide(refresh(h0, h1, now, startedAt), started)
+      expect(same.map((e) => e.type)).toEqual(["token.refreshed"])
+    })
+  )
+
+  it.effect("an unknown refresh token is SessionNotFound", () =>
+    Effect.gen(function* () {
+      const error = yield* Effect.flip(
+        SessionDecider.decide(refresh(digest("never issued"), h1, at("2030-01-02T00:00:00Z")), started)
+      )
+      expect(error).toMatchObject({ _tag: "SessionNotFound", sessionId })
+      const none = yield* Effect.flip(
+        SessionDecider.decide(refresh(h0, h1, at("2030-01-02T00:00:00Z")), SessionDecider.initialState)
+      )
+      expect(none._tag).toBe("SessionNotFound")
+      const revokeNone = yield* Effect.flip(
+        SessionDecider.decide({ _tag: "Revoke", reason: "logout" }, SessionDecider.initialState)
+      )
+      expect(revokeNone._tag).toBe("SessionNotFound")
+    })
+  )
+
+  it.effect("revoking twice decides nothing the second time", () =>
+    Effect.gen(function* () {
+      const first = yield* step(SessionDecider, started, { _tag: "Revoke", reason: "logout" })
+      expect(first.events).toEqual([SessionRevoked.make({ sessionId, userId, reason: "logout" })])
+      expect(first.state.status).toBe("revoked")
+      const second = yield* SessionDecider.decide({ _tag: "Revoke", reason: "logout" }, first.state)
+      expect(second).toEqual([])
+    })
+  )
+})
+
+// --- API keys --------------------------------------------------------------------------------------
+
+describe("ApiKeyDecider", () => {
+  const keyId = "key_01jd4x8m6ffq2b3n5r7t9v1w3d"
+  const create = {
+    _tag: "Create",
+    keyId,
+    name: "ci",
+    scopes: ["read:orders"],
+    keyHash: digest("sk_secret"),
+    keyLast4: "cret",
+    createdBy: admin
+  } as const
+
+  it.effect("creates, revokes, and a second revoke is ApiKeyNotFound", () =>
+    Effect.gen(function* () {
+      const created = yield* step(ApiKeyDecider, ApiKeyDecider.initialState, create)
+      expect(created.events).toEqual([
+        ApiKeyCreated.make({
+          keyId,
+          name: "ci",
+          scopes: ["read:orders"],
+          keyHash: digest("sk_secret"),
+          keyLast4: "cret",
+          createdBy: admin
+        })
+      ])
+      expect(created.state).toEqual({ status: "active", keyId })
+
+      const revoked = yield* step(ApiKeyDecider, created.state, { _tag: "Revoke", revokedBy: admin })
+      expect(revoked.events).toEqual([ApiKeyRevoked.make({ keyId, revokedBy: admin })])
+      expect(revoked.state).toEqual({ status: "revoked", keyId })
+
+      const again = yield* Effect.flip(
+        ApiKeyDecider.decide({ _tag: "Revoke", revokedBy: admin }, revoked.state)
+      )
+      expect(again).toMatchObject({ _tag: "ApiKeyNotFound", keyId })
+    })
+  )
+
+  it.effect("revoking a key that never existed, or creating one twice, fails", () =>
+    Effect.gen(function* () {
+      const missing = yield* Effect.flip(
+        ApiKeyDecider.decide({ _tag: "Revoke", revokedBy: admin }, ApiKeyDecider.initialState)
+      )
+      expect(missing._tag).toBe("ApiKeyNotFound")
+      const state = fold(ApiKeyDecider, yield* ApiKeyDecider.decide(create, ApiKeyDecider.initialState))
+      const twice = yield* Effect.flip(ApiKeyDecider.decide(create, state))
+      expect(twice._tag).toBe("ApiKeyNotFound")
+    })
+  )
+})
+
+// --- OAuth clients ---------------------------------------------------------------------------------
+
+describe("OAuthClientDecider", () => {
+  const clientId = "cli_01jd4x8m6ffq2b3n5r7t9v1w3e"
+  const expiresAt = at("2030-01-01T02:00:00Z")
+
+  it.effect("creates, issues and revokes tokens, deletes; then issuing is OAuthClientNotFound", () =>
+    Effect.gen(function* () {
+      const created = yield* step(OAuthClientDecider, OAuthClientDecider.initialState, {
+        _tag: "Create",
+        clientId,
+        name: "erp",
+        scopes: ["read:orders", "write:orders"],
+        secretHash: digest("secret"),
+        createdBy: admin
+      })
+      expect(created.events).toEqual([
+        OAuthClientCreated.make({
+          clientId,
+          name: "erp",
+          scopes: ["read:orders", "write:orders"],
+          secretHash: digest("secret"),
+          createdBy: admin
+        })
+      ])
+      expect(created.state).toEqual({ status: "active", clientId, scopes: ["read:orders", "write:orders"] })
+
+      const issue = { _tag: "IssueToken", tokenId: "tok-1", scopes: ["read:orders"], expiresAt } as const
+      const issued = yield* step(OAuthClientDecider, created.state, issue)
+      expect(issued.events).toEqual([
+        OAuthClientTokenIssued.make({ clientId, tokenId: "tok-1", scopes: ["read:orders"], expiresAt })
+      ])
+      expect(issued.state).toEqual(created.state)
+
+      const revokedToken = yield* step(OAuthClientDecider, issued.state, {
+        _tag: "RevokeToken",
+        tokenId: "tok-1"
+      })
+      expect(revokedToken.events).toEqual([OAuthClientTokenRevoked.make({ clientId, tokenId: "tok-1" })])
+
+      const deleted = yield* step(OAuthClientDecider, revokedToken.state, {
+        _tag: "Delete",
+        deletedBy: admin
+      })
+      expect(deleted.events).toEqual([OAuthClientDeleted.make({ clientId, deletedBy: admin })])
+      expect(deleted.state.status).toBe("deleted")
+
+      const afterDelete = yield* Effect.flip(OAuthClientDecider.decide(issue, deleted.state))
+      expect(afterDelete).toMatchObject({ _tag: "OAuthClientNotFound", clientId })
+      const deleteAgain = yield* Effect.flip(
+        OAuthClientDecider.decide({ _tag: "Delete", deletedBy: admin }, deleted.state)
+      )
+      expect(deleteAgain._tag).toBe("OAuthClientNotFound")
+    })
+  )
+
+  it.effect("issuing for a client that never existed is OAuthClientNotFound", () =>
+    Effect.gen(function* () {
+      const error = yield* Effect.flip(
+        OAuthClientDecider.decide(
+          { _tag: "IssueToken", tokenId: "t", scopes: [], expiresAt },
+          OAuthClientDecider.initialState
+        )
+      )
+      expect(error._tag).toBe("OAuthClientNotFound")
+    })
+  )
+})
