@@ -44,6 +44,15 @@ export class SessionIsRevoked extends Data.TaggedError("SessionIsRevoked")<{ rea
 export class RefreshTokenExpired extends Data.TaggedError("RefreshTokenExpired")<{
   readonly sessionId: string
 }> {}
+export class SessionAlreadyStarted extends Data.TaggedError("SessionAlreadyStarted")<{
+  readonly sessionId: string
+}> {}
+export class ApiKeyAlreadyExists extends Data.TaggedError("ApiKeyAlreadyExists")<{
+  readonly keyId: string
+}> {}
+export class OAuthClientAlreadyExists extends Data.TaggedError("OAuthClientAlreadyExists")<{
+  readonly clientId: string
+}> {}
 export class ApiKeyNotFound extends Data.TaggedError("ApiKeyNotFound")<{ readonly keyId: string }> {}
 export class OAuthClientNotFound extends Data.TaggedError("OAuthClientNotFound")<{
   readonly clientId: string
@@ -317,10 +326,13 @@ export const SessionDecider = defineDecider({
   decide: (
     command: SessionCommand,
     state: SessionState
-  ): Effect.Effect<ReadonlyArray<SessionEvent>, SessionNotFound | SessionIsRevoked | RefreshTokenExpired> => {
+  ): Effect.Effect<
+    ReadonlyArray<SessionEvent>,
+    SessionNotFound | SessionIsRevoked | SessionAlreadyStarted | RefreshTokenExpired
+  > => {
     if (command._tag === "Start") {
       return state.status !== "none"
-        ? Effect.fail(new SessionIsRevoked({ sessionId: command.sessionId }))
+        ? Effect.fail(new SessionAlreadyStarted({ sessionId: command.sessionId }))
         : Effect.succeed([
             SessionStarted.make({
               sessionId: command.sessionId,
@@ -395,10 +407,10 @@ export const ApiKeyDecider = defineDecider({
   decide: (
     command: ApiKeyCommand,
     state: ApiKeyState
-  ): Effect.Effect<ReadonlyArray<ApiKeyEvent>, ApiKeyNotFound> => {
+  ): Effect.Effect<ReadonlyArray<ApiKeyEvent>, ApiKeyNotFound | ApiKeyAlreadyExists> => {
     if (command._tag === "Create") {
       return state.status !== "none"
-        ? Effect.fail(new ApiKeyNotFound({ keyId: command.keyId }))
+        ? Effect.fail(new ApiKeyAlreadyExists({ keyId: command.keyId }))
         : Effect.succeed([
             ApiKeyCreated.make({
               keyId: command.keyId,
@@ -459,10 +471,10 @@ export const OAuthClientDecider = defineDecider({
   decide: (
     command: OAuthClientCommand,
     state: OAuthClientState
-  ): Effect.Effect<ReadonlyArray<OAuthClientEvent>, OAuthClientNotFound> => {
+  ): Effect.Effect<ReadonlyArray<OAuthClientEvent>, OAuthClientNotFound | OAuthClientAlreadyExists> => {
     if (command._tag === "Create") {
       return state.status !== "none"
-        ? Effect.fail(new OAuthClientNotFound({ clientId: command.clientId }))
+        ? Effect.fail(new OAuthClientAlreadyExists({ clientId: command.clientId }))
         : Effect.succeed([
             OAuthClientCreated.make({
               clientId: command.clientId,

@@ -49,8 +49,14 @@ const parseHash = (stored: string): ParsedHash | undefined => {
   const parts = stored.split("$")
   if (parts.length !== 6 || parts[0] !== "scrypt") return undefined
   const [, logN, r, p, salt, key] = parts
-  const params = { cost: 2 ** Number(logN), blockSize: Number(r), parallelism: Number(p) }
-  if (![params.cost, params.blockSize, params.parallelism].every(Number.isSafeInteger)) return undefined
+  const [log2Cost, blockSize, parallelism] = [logN, r, p].map((v) =>
+    /^\d{1,2}$/.test(v ?? "") ? Number(v) : Number.NaN
+  )
+  // Parameters scrypt would refuse (or that would take unbounded memory) make the hash unreadable.
+  if (log2Cost === undefined || !(log2Cost >= 1 && log2Cost <= 24)) return undefined
+  if (blockSize === undefined || !(blockSize >= 1 && blockSize <= 32)) return undefined
+  if (parallelism === undefined || !(parallelism >= 1 && parallelism <= 16)) return undefined
+  const params = { cost: 2 ** log2Cost, blockSize, parallelism }
   return { params, salt: Buffer.from(salt ?? "", "base64"), key: Buffer.from(key ?? "", "base64") }
 }
 
@@ -87,8 +93,13 @@ export const makePasswordHasher = (params: ScryptParameters): PasswordHasherShap
   const decoy = { params, salt: randomBytes(SALT_BYTES), key: randomBytes(KEY_BYTES) }
   const check = (password: string, parsed: ParsedHash) =>
     Effect.promise(async () => {
-      const key = await derive(password, parsed.salt, parsed.params)
-      return key.length === parsed.key.length && timingSafeEqual(key, parsed.key)
+      try {
+        const key = await derive(password, parsed.salt, parsed.params)
+        return key.length === parsed.key.length && timingSafeEqual(key, parsed.key)
+      } catch {
+        // scrypt refused the stored parameters (e.g. over its memory bound): no match.
+        return false
+      }
     })
   return {
     hash,

@@ -450,7 +450,7 @@ describe("SessionDecider", () => {
         expiresAt: sessionExpiresAt
       })
       const again = yield* Effect.flip(SessionDecider.decide(command, state))
-      expect(again._tag).toBe("SessionIsRevoked")
+      expect(again._tag).toBe("SessionAlreadyStarted")
     })
   )
 
@@ -631,7 +631,7 @@ describe("ApiKeyDecider", () => {
       expect(missing._tag).toBe("ApiKeyNotFound")
       const state = fold(ApiKeyDecider, yield* ApiKeyDecider.decide(create, ApiKeyDecider.initialState))
       const twice = yield* Effect.flip(ApiKeyDecider.decide(create, state))
-      expect(twice._tag).toBe("ApiKeyNotFound")
+      expect(twice._tag).toBe("ApiKeyAlreadyExists")
     })
   )
 })
