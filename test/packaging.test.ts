@@ -445,13 +445,15 @@ describe("docker-compose.yml", () => {
     expect([...appEnv].filter(([, v]) => v === undefined).map(([k]) => k)).toEqual([])
   })
 
-  it("runs the app in production with a required master key", () => {
+  it("runs the app in production with a required master key and token signing key", () => {
     expect(appEnv.get("NODE_ENV")).toBe("production")
-    const raw = object(app.environment, "app.environment").DATA_ENCRYPTION_KEY
-    expect(typeof raw).toBe("string")
-    const refs = interpolate(String(raw)).refs
-    expect(refs.map((r) => r.name)).toContain("DATA_ENCRYPTION_KEY")
-    expect(refs.every((r) => r.marker === "required" || r.marker === "default")).toBe(true)
+    for (const name of ["DATA_ENCRYPTION_KEY", "JWT_SECRET"]) {
+      const raw = object(app.environment, "app.environment")[name]
+      expect(typeof raw, name).toBe("string")
+      const refs = interpolate(String(raw)).refs
+      expect(refs.map((r) => r.name)).toContain(name)
+      expect(refs.every((r) => r.marker === "required")).toBe(true)
+    }
   })
 
   it("points DATABASE_URL at the postgres service, its port, user, password and database", () => {
