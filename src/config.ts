@@ -11,7 +11,7 @@ export type Role = "api" | "worker" | "all"
 export interface RateLimitSettings {
   /** `false` turns every HTTP rate limit off. */
   readonly enabled: boolean
-  /** Requests per minute per client IP on `/auth/*` (login, register, refresh, token, password reset). */
+  /** Requests per minute per client IP on login, register, refresh, token and password reset. */
   readonly authPerMinute: number
   /** Sustained requests per second per credential on `/v1/*`. */
   readonly apiPerSecond: number

@@ -6,7 +6,8 @@
  *   answers whether the request may proceed, with the numbers for the `RateLimit-*` headers. Time
  *   comes from Effect's `Clock`, so `TestClock` drives refills in tests. Other contexts call it
  *   directly (the identity context throttles login failures per account with it).
- * - `rateLimitMiddleware()` applies a route table (`/auth/*` per client IP, `/v1/*` per credential by
+ * - `rateLimitMiddleware()` applies a route table (login, registration, refresh, token and password
+ *   reset per client IP, `/v1/*` per credential by
  *   default, limits from `AppConfig.rateLimit`), sets `RateLimit-Limit`, `RateLimit-Remaining` and
  *   `RateLimit-Reset` on every response of a rate-limited route, and answers 429 `rate_limited`
  *   (`rate_limit_error`) with `Retry-After` when the bucket is empty.
@@ -216,12 +217,23 @@ export interface RateLimitRule {
 }
 
 /** The service's route table, from configuration. */
+/** The unauthenticated credential routes, limited per client IP (one shared bucket). */
+export const AUTH_RATE_LIMITED_PREFIXES = [
+  "/auth/login",
+  "/auth/register",
+  "/auth/refresh",
+  "/auth/token",
+  "/auth/password-reset"
+] as const
+
 export const defaultRateLimitRules = (config: AppConfigShape): ReadonlyArray<RateLimitRule> => [
-  {
-    prefix: "/auth",
-    keyBy: "ip",
-    policy: rateLimitPolicy("http.auth", { limit: config.rateLimit.authPerMinute, window: "1 minute" })
-  },
+  ...AUTH_RATE_LIMITED_PREFIXES.map(
+    (prefix): RateLimitRule => ({
+      prefix,
+      keyBy: "ip",
+      policy: rateLimitPolicy("http.auth", { limit: config.rateLimit.authPerMinute, window: "1 minute" })
+    })
+  ),
   {
     prefix: "/v1",
     keyBy: "credential",

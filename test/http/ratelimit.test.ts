@@ -271,6 +271,12 @@ describe("rate limits over HTTP", () => {
         expect(status).toBe(429)
         // A malformed escape finds no route: a 404, not a 5xx.
         expect((yield* send(HttpClientRequest.post("/auth/login%"), { ip: "192.0.2.61" })).status).toBe(404)
+        // Authenticated /auth routes (me, logout) are not in the per-address budget.
+        for (const path of ["/auth/me", "/auth/logout"]) {
+          const r = yield* send(HttpClientRequest.post(path), { ip })
+          expect(r.headers["ratelimit-limit"], path).toBeUndefined()
+          expect(r.status, path).not.toBe(429)
+        }
       })
     )
 
