@@ -1,0 +1,457 @@
+/**
+ * `npm run bench:auth [-- --duration N]` — the cost of authentication on the real HTTP app.
+ *
+ * It starts the whole app in this process (the routes and middleware of src/http/Server.ts on a Node
+ * HTTP server on 127.0.0.1, an ephemeral port, over the services of src/services.ts) with the HTTP rate
+ * limits off, logging at Warning (no access log) and the production scrypt parameters (the defaults of
+ * PASSWORD_SCRYPT_COST/BLOCK_SIZE/PARALLELISM: N = 32768, r = 8, p = 3). With `DATABASE_URL` (which
+ * must point at this machine: 127.0.0.1 / localhost / ::1) it creates a scratch database
+ * `cp_bench_<random>` on that server and drops it at the end; without it, it runs on embedded PGlite
+ * in memory (one connection, in this process's event loop). It registers one shopper
+ * (`POST /auth/register`), then measures with autocannon — in a worker thread, so the load generator
+ * does not share the server's event loop — each for N seconds (default 10) after a 2 s warm-up:
+ *
+ *   (a) `GET /health` (no credentials) at 64 connections: the floor of the HTTP stack;
+ *   (b) `GET /auth/me` with the shopper's access token at 64 connections: JWT verification, the
+ *       revocation check and one user lookup; the target is ≥ 0.6 × the requests/s of (a);
+ *   (c) `POST /auth/login` with the correct password at 16 connections (all for the one shopper):
+ *       scrypt verification, then a session and a login event appended in one transaction, then a
+ *       new token pair;
+ *   (d) as a reference for (c), scrypt with the same parameters called directly, 16 at a time (what
+ *       the libuv thread pool, UV_THREADPOOL_SIZE, allows without any HTTP or database work).
+ *
+ * and prints a markdown table with requests/s, p50/p99 latency (autocannon records whole
+ * milliseconds) and the target. Numbers are only comparable on the same machine: the load generator,
+ * the app and PostgreSQL share its CPUs. It stops by itself.
+ */
+import { randomBytes, scrypt } from "node:crypto"
+import { createRequire } from "node:module"
+import { cpus, loadavg } from "node:os"
+import { performance } from "node:perf_hooks"
+import { HttpServer } from "@effect/platform"
+import { NodeRuntime } from "@effect/platform-node"
+import { Console, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
+import pg from "pg"
+import { AppConfig, makeAppConfig } from "../../src/config.js"
+import { DatabaseInfo } from "../../src/db/Database.js"
+import { HttpAppLive, NodeServerLive } from "../../src/http/Server.js"
+import { projections } from "../../src/registry.js"
+import { servicesLayer } from "../../src/services.js"
+
+// ---------------------------------------------------------------------------------------------------
+// Settings
+
+/** `--duration N` (or `--duration=N`): seconds per measurement. */
+const seconds = (() => {
+  const args = process.argv.slice(2)
+  let raw: string | undefined
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] ?? ""
+    if (arg === "--duration") raw = args[++i]
+    else if (arg.startsWith("--duration=")) raw = arg.slice("--duration=".length)
+    else throw new Error(`unknown argument ${arg} (usage: npm run bench:auth -- --duration N)`)
+  }
+  const n = raw === undefined ? 10 : Number(raw)
+  if (!Number.isInteger(n) || n < 1 || n > 600)
+    throw new Error(`--duration must be 1…600 seconds, got ${raw}`)
+  return n
+})()
+const WARM_UP_SECONDS = 2
+const READ_CONNECTIONS = 64
+const LOGIN_CONNECTIONS = 16
+/** The defaults of PASSWORD_SCRYPT_COST/BLOCK_SIZE/PARALLELISM in src/config.ts. */
+const PRODUCTION_SCRYPT = { cost: 32_768, blockSize: 8, parallelism: 3 } as const
+const LOCAL_HOSTS = new Set(["127.0.0.1", "localhost", "::1", "[::1]"])
+
+const serverUrl = process.env.DATABASE_URL?.trim() || undefined
+
+const TARGETS = {
+  /** Authenticated reads cost at most ~40 % more than the cheapest route. */
+  meToHealthRatio: 0.6
+}
+
+const EMAIL = `bench.${randomBytes(4).toString("hex")}@example.com`
+const PASSWORD = "correct horse battery staple"
+
+// ---------------------------------------------------------------------------------------------------
+// autocannon (CommonJS, no type declarations): the little of it used here, typed
+
+interface CannonOptions {
+  readonly url: string
+  readonly method?: "GET" | "POST"
+  readonly headers?: Readonly<Record<string, string>>
+  readonly body?: string
+  readonly connections: number
+  /** Seconds. */
+  readonly duration: number
+  /** Seconds before a request counts as a timeout. */
+  readonly timeout?: number
+  /** Runs the load in worker threads (connections are split between them). */
+  readonly workers?: number
+}
+
+interface CannonHistogram {
+  readonly average: number
+  readonly p50: number
+  readonly p99: number
+  readonly total: number
+}
+
+interface CannonResult {
+  /** Seconds. */
+  readonly duration: number
+  /** Milliseconds. */
+  readonly latency: CannonHistogram
+  /** Per-second samples; `total` = completed requests. */
+  readonly requests: CannonHistogram
+  readonly errors: number
+  readonly timeouts: number
+  readonly non2xx: number
+  readonly "2xx": number
+  readonly statusCodeStats: Readonly<Record<string, { readonly count: number }>>
+}
+
+interface CannonInstance {
+  readonly stop: () => void
+}
+
+type Autocannon = (
+  options: CannonOptions,
+  callback: (error: Error | null, result: CannonResult) => void
+) => CannonInstance
+
+const autocannon: Autocannon = (() => {
+  const loaded: unknown = createRequire(import.meta.url)("autocannon")
+  if (typeof loaded !== "function") throw new Error("autocannon did not load as a function")
+  return loaded as Autocannon
+})()
+
+/** One autocannon run; interrupting the fiber stops it. */
+const cannon = (options: CannonOptions) =>
+  Effect.async<CannonResult, Error>((resume) => {
+    const instance = autocannon({ workers: 1, timeout: 30, ...options }, (error, result) =>
+      resume(error ? Effect.fail(error) : Effect.succeed(result))
+    )
+    return Effect.sync(() => instance.stop())
+  })
+
+interface Measurement {
+  readonly perSecond: number
+  readonly p50Ms: number
+  readonly p99Ms: number
+  /** Anything but a 2xx answer: connection errors, timeouts and other statuses. */
+  readonly failures: string
+}
+
+/**
+ * A warm-up that is not counted, then the measurement; only 2xx answers count. autocannon stops
+ * without waiting for the requests in flight, which the app still serves: `settleSeconds` after the
+ * warm-up and after the measurement let them finish before the next run starts.
+ */
+const measure = (options: Omit<CannonOptions, "duration">, settleSeconds: number) =>
+  Effect.gen(function* () {
+    yield* cannon({ ...options, duration: WARM_UP_SECONDS })
+    yield* Effect.sleep(`${settleSeconds} seconds`)
+    const r = yield* cannon({ ...options, duration: seconds })
+    yield* Effect.sleep(`${settleSeconds} seconds`)
+    const others = Object.entries(r.statusCodeStats)
+      .filter(([code]) => !code.startsWith("2"))
+      .map(([code, s]) => `${s.count}× ${code}`)
+    if (r.errors > 0) others.push(`${r.errors} errors (${r.timeouts} timeouts)`)
+    if (r["2xx"] === 0 && others.length > 0) {
+      return yield* Effect.dieMessage(
+        `${options.method ?? "GET"} ${options.url}: no 2xx answers (${others.join(", ")})`
+      )
+    }
+    if (r["2xx"] === 0) others.push(`no answer within ${seconds} s: run longer (--duration)`)
+    return {
+      perSecond: r["2xx"] / r.duration,
+      p50Ms: r.latency.p50,
+      p99Ms: r.latency.p99,
+      failures: others.join(", ")
+    } satisfies Measurement
+  })
+
+/** scrypt alone, `concurrency` calls at a time, for `durationSeconds`. */
+const scryptAlone = (concurrency: number, durationSeconds: number) =>
+  Effect.promise(async () => {
+    const p = PRODUCTION_SCRYPT
+    const options = {
+      N: p.cost,
+      r: p.blockSize,
+      p: p.parallelism,
+      maxmem: 256 * p.cost * p.blockSize + 1024 * 1024
+    }
+    const salt = randomBytes(16)
+    const once = () =>
+      new Promise<void>((resolve, reject) =>
+        scrypt(PASSWORD, salt, 32, options, (error) => (error ? reject(error) : resolve()))
+      )
+    const started = performance.now()
+    const deadline = started + durationSeconds * 1000
+    let hashes = 0
+    const latencies: number[] = []
+    const worker = async () => {
+      while (performance.now() < deadline) {
+        const t0 = performance.now()
+        await once()
+        latencies.push(performance.now() - t0)
+        hashes++
+      }
+    }
+    await Promise.all(Array.from({ length: concurrency }, worker))
+    const elapsed = (performance.now() - started) / 1000
+    latencies.sort((a, b) => a - b)
+    const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0
+    return { perSecond: hashes / elapsed, p50Ms: at(0.5), p99Ms: at(0.99) }
+  })
+
+// ---------------------------------------------------------------------------------------------------
+// Scratch database and the app
+
+const withDatabase = (url: string, database: string) => {
+  const u = new URL(url)
+  u.pathname = `/${database}`
+  return u.toString()
+}
+
+const admin = async <T>(url: string, f: (c: pg.Client) => Promise<T>) => {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    return await f(client)
+  } finally {
+    await client.end()
+  }
+}
+
+/** Creates `cp_bench_<random>` on the DATABASE_URL server (dropped when the scope closes). */
+const scratchDatabase = Effect.gen(function* () {
+  if (!serverUrl) return Option.none<string>()
+  const host = new URL(serverUrl).hostname
+  if (!LOCAL_HOSTS.has(host)) {
+    return yield* Effect.dieMessage(
+      `the bench only runs against this machine; DATABASE_URL points at ${host}`
+    )
+  }
+  const name = `cp_bench_${randomBytes(5).toString("hex")}`
+  yield* Effect.acquireRelease(
+    Effect.promise(() => admin(serverUrl, (c) => c.query(`CREATE DATABASE ${name}`))),
+    () =>
+      Effect.promise(() =>
+        admin(serverUrl, (c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
+      ).pipe(
+        Effect.tap(() => Console.log(`dropped scratch database ${name}`)),
+        Effect.ignore
+      )
+  )
+  yield* Console.log(`scratch database ${name} on ${host}`)
+  return Option.some(withDatabase(serverUrl, name))
+})
+
+const BenchConfig = Layer.scoped(
+  AppConfig,
+  Effect.map(scratchDatabase, (url) => {
+    const defaults = makeAppConfig()
+    return makeAppConfig({
+      nodeEnv: "test",
+      databaseUrl: Option.map(url, Redacted.make),
+      pgliteDataDir: "memory://",
+      dataEncryptionKey: Option.some(Redacted.make(randomBytes(32).toString("hex"))),
+      host: "127.0.0.1",
+      port: 0,
+      rateLimit: { ...defaults.rateLimit, enabled: false },
+      identity: {
+        ...defaults.identity,
+        // Given, so nothing is written to DATA_DIR.
+        jwtSecret: Option.some(Redacted.make(randomBytes(32).toString("hex"))),
+        scrypt: PRODUCTION_SCRYPT
+      }
+    })
+  })
+)
+
+/** The app as src/main.ts serves it (without processors), on 127.0.0.1 and a free port. */
+const BenchLive = HttpAppLive.pipe(
+  Layer.provideMerge(NodeServerLive),
+  Layer.provideMerge(servicesLayer({ processors: [], projections })),
+  Layer.provideMerge(BenchConfig)
+)
+
+// ---------------------------------------------------------------------------------------------------
+// Report
+
+const loadAverage = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" / ")
+
+const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
+const ms = (n: number) => `${n.toFixed(n < 10 ? 1 : 0)} ms`
+const status = (value: number, target: number) => (value >= target ? "met" : "NOT met")
+
+const post = (url: string, body: unknown) =>
+  Effect.promise(async () => {
+    const response = await fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body)
+    })
+    return { status: response.status, body: (await response.json()) as unknown }
+  })
+
+const accessTokenOf = (body: unknown): string | undefined => {
+  if (typeof body !== "object" || body === null || !("accessToken" in body)) return undefined
+  return typeof body.accessToken === "string" ? body.accessToken : undefined
+}
+
+const program = Effect.gen(function* () {
+  const info = yield* DatabaseInfo
+  const config = yield* AppConfig
+  const address = (yield* HttpServer.HttpServer).address
+  if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("the server is not on TCP")
+  const base = `http://127.0.0.1:${address.port}`
+  yield* Console.log(
+    `bench: ${info.kind === "postgres" ? `PostgreSQL (pool of ${config.databaseMaxConnections})` : "embedded PGlite (one connection, in this process)"}, ` +
+      `${cpus().length} CPUs, Node ${process.version}, UV_THREADPOOL_SIZE=${process.env.UV_THREADPOOL_SIZE ?? "4 (default)"}, ` +
+      `${seconds} s per measurement after ${WARM_UP_SECONDS} s of warm-up, load average ${loadAverage()}`
+  )
+
+  const registered = yield* post(`${base}/auth/register`, {
+    email: EMAIL,
+    password: PASSWORD,
+    firstName: "Bench",
+    lastName: "Shopper"
+  })
+  const token = accessTokenOf(registered.body)
+  if (registered.status !== 201 || token === undefined) {
+    return yield* Effect.dieMessage(
+      `POST /auth/register answered ${registered.status}: ${JSON.stringify(registered.body)}`
+    )
+  }
+  const probe = yield* Effect.promise(() =>
+    fetch(`${base}/auth/me`, { headers: { authorization: `Bearer ${token}` } })
+  )
+  if (probe.status !== 200) return yield* Effect.dieMessage(`GET /auth/me answered ${probe.status}`)
+  const loggedIn = yield* post(`${base}/auth/login`, { email: EMAIL, password: PASSWORD })
+  if (loggedIn.status !== 200) {
+    return yield* Effect.dieMessage(
+      `POST /auth/login answered ${loggedIn.status}: ${JSON.stringify(loggedIn.body)}`
+    )
+  }
+
+  const step = <A, E, R>(label: string, effect: Effect.Effect<A, E, R>) =>
+    Effect.zipRight(Console.log(`… ${label}`), effect)
+
+  const health = yield* step(
+    `GET /health, ${READ_CONNECTIONS} connections`,
+    measure({ url: `${base}/health`, connections: READ_CONNECTIONS }, 1)
+  )
+  const me = yield* step(
+    `GET /auth/me, ${READ_CONNECTIONS} connections`,
+    measure(
+      {
+        url: `${base}/auth/me`,
+        connections: READ_CONNECTIONS,
+        headers: { authorization: `Bearer ${token}` }
+      },
+      1
+    )
+  )
+  const login = yield* step(
+    `POST /auth/login, ${LOGIN_CONNECTIONS} connections`,
+    measure(
+      {
+        url: `${base}/auth/login`,
+        method: "POST",
+        connections: LOGIN_CONNECTIONS,
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ email: EMAIL, password: PASSWORD })
+      },
+      5
+    )
+  )
+  const hashing = yield* step(
+    `scrypt alone, ${LOGIN_CONNECTIONS} at a time`,
+    scryptAlone(LOGIN_CONNECTIONS, Math.min(seconds, 5))
+  )
+
+  const ratio = me.perSecond / health.perSecond
+  const { cost, blockSize, parallelism } = PRODUCTION_SCRYPT
+  const rows: ReadonlyArray<ReadonlyArray<string>> = [
+    ["metric", "measured", "p50", "p99", "reference", "target", "status"],
+    [
+      `(a) GET /health, ${READ_CONNECTIONS} conns (no credentials)`,
+      `${fmt(health.perSecond)} req/s`,
+      ms(health.p50Ms),
+      ms(health.p99Ms),
+      "—",
+      "—",
+      ""
+    ],
+    [
+      `(b) GET /auth/me, ${READ_CONNECTIONS} conns (Bearer JWT)`,
+      `${fmt(me.perSecond)} req/s`,
+      ms(me.p50Ms),
+      ms(me.p99Ms),
+      `${fmt(health.perSecond)} req/s (a)`,
+      "—",
+      ""
+    ],
+    [
+      "(b)/(a) ratio",
+      ratio.toFixed(2),
+      "",
+      "",
+      "",
+      `≥ ${TARGETS.meToHealthRatio}`,
+      status(ratio, TARGETS.meToHealthRatio)
+    ],
+    [
+      `(c) POST /auth/login, ${LOGIN_CONNECTIONS} conns (scrypt N=${cost} r=${blockSize} p=${parallelism})`,
+      `${login.perSecond.toFixed(1)} logins/s`,
+      ms(login.p50Ms),
+      ms(login.p99Ms),
+      `${hashing.perSecond.toFixed(1)} hashes/s (d)`,
+      "—",
+      ""
+    ],
+    [
+      `(d) ref: scrypt alone, ${LOGIN_CONNECTIONS} at a time`,
+      `${hashing.perSecond.toFixed(1)} hashes/s`,
+      ms(hashing.p50Ms),
+      ms(hashing.p99Ms),
+      "—",
+      "—",
+      ""
+    ]
+  ]
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? []
+  const line = (r: ReadonlyArray<string>) => `| ${r.map((c, i) => c.padEnd(widths[i] ?? 0)).join(" | ")} |`
+  yield* Console.log("")
+  yield* Console.log(line(rows[0] ?? []))
+  yield* Console.log(`|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`)
+  for (const r of rows.slice(1)) yield* Console.log(line(r))
+  yield* Console.log("")
+  for (const [label, m] of [
+    ["/health", health],
+    ["/auth/me", me],
+    ["/auth/login", login]
+  ] as const) {
+    if (m.failures !== "") yield* Console.log(`warning: ${label} also answered ${m.failures}`)
+  }
+  yield* Console.log(
+    `load average at the end: ${loadAverage()} (the load generator, the app and the database share ` +
+      "this machine's CPUs; other processes skew every number)"
+  )
+})
+
+program.pipe(
+  Effect.provide(BenchLive),
+  Effect.provide(Logger.minimumLogLevel(LogLevel.Warning)),
+  Effect.timeoutFail({
+    duration: `${(seconds + WARM_UP_SECONDS) * 3 + 180} seconds`,
+    onTimeout: () => new Error("bench took too long")
+  }),
+  NodeRuntime.runMain
+)
