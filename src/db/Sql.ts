@@ -9,8 +9,8 @@ export const textArray = (sql: SqlClient.SqlClient, values: ReadonlyArray<string
 export const isUniqueViolation = (error: unknown): boolean => {
   let current: unknown = error
   for (let depth = 0; depth < 4 && typeof current === "object" && current !== null; depth++) {
-    if ((current as { code?: unknown }).code === "23505") return true
-    current = (current as { cause?: unknown }).cause
+    if ("code" in current && current.code === "23505") return true
+    current = "cause" in current ? current.cause : undefined
   }
   return false
 }

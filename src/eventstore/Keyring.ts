@@ -4,7 +4,7 @@
  * encrypted under the subject key; forgetting the subject destroys the key, so the ciphertext that
  * stays in the append-only log becomes unreadable and reads back as `Shredded`.
  */
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto"
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { dirname } from "node:path"
 import { SqlClient } from "@effect/sql"
@@ -106,6 +106,14 @@ export interface KeyringShape {
   /** Destroys the subject's key (idempotent). Returns whether a key existed. */
   readonly forget: (subject: string) => Effect.Effect<boolean, SqlError>
   readonly isForgotten: (subject: string) => Effect.Effect<boolean, SqlError>
+  /**
+   * Encrypts bytes that are not a subject's personal data but must not rest in clear (stored HTTP
+   * responses carrying secrets), under a key derived from the master key; `context` binds the
+   * ciphertext to where it is stored.
+   */
+  readonly sealBytes: (plaintext: Uint8Array, context: string) => Uint8Array
+  /** None when the bytes were not sealed under this master key and context (or were altered). */
+  readonly openBytes: (sealed: Uint8Array, context: string) => Option.Option<Uint8Array>
 }
 
 export class Keyring extends Context.Tag("Keyring")<Keyring, KeyringShape>() {}
@@ -128,6 +136,9 @@ export const makeKeyring = (master: MasterKey) =>
       cache.set(subject, { dek, at })
     }
     const unwrap = (subject: string, wrapped: Buffer) => open(master.key, wrapped, `dek:${subject}`)
+    const bytesKey = Buffer.from(
+      hkdfSync("sha256", master.key, Buffer.alloc(0), "commerce-platform/sealed-bytes", 32)
+    )
 
     const loadKeys = (subjects: ReadonlyArray<string>) =>
       sql<KeyRow>`SELECT subject_id AS "subjectId", wrapped_dek AS "wrappedDek"
@@ -210,7 +221,15 @@ export const makeKeyring = (master: MasterKey) =>
           return rows[0]?.existed ?? false
         }),
       isForgotten: (subject) =>
-        Effect.map(loadKeys([subject]), (rows) => rows.length > 0 && rows[0]?.wrappedDek === null)
+        Effect.map(loadKeys([subject]), (rows) => rows.length > 0 && rows[0]?.wrappedDek === null),
+      sealBytes: (plaintext, context) => seal(bytesKey, Buffer.from(plaintext), context),
+      openBytes: (sealed, context) => {
+        try {
+          return Option.some(open(bytesKey, Buffer.from(sealed), context))
+        } catch {
+          return Option.none()
+        }
+      }
     }
     return keyring
   })

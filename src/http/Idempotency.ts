@@ -30,6 +30,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Duration, Effect, Fiber, Option } from "effect"
 import { AppConfig } from "../config.js"
+import { Keyring } from "../eventstore/Keyring.js"
 import { processor } from "../processors/Supervisor.js"
 import { CurrentRequestId, MAX_BODY_BYTES } from "./middleware.js"
 import { errorResponse, requesterKey } from "./RateLimit.js"
@@ -172,9 +173,10 @@ const nowDate = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
 export const claimIdempotencyKey = (
   target: IdempotencyTarget,
   timings: IdempotencyTimings = {}
-): Effect.Effect<ClaimOutcome, SqlError, SqlClient.SqlClient> =>
+): Effect.Effect<ClaimOutcome, SqlError, SqlClient.SqlClient | Keyring> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
+    const keyring = yield* Keyring
     const ttl = Duration.toMillis(timings.ttl ?? IDEMPOTENCY_TTL)
     const lease = Duration.toMillis(timings.lease ?? IDEMPOTENCY_LEASE)
     // A row can vanish (released) or lapse between the two statements: try again a few times.
@@ -209,31 +211,51 @@ export const claimIdempotencyKey = (
         return { _tag: "Mismatch", method: row.method, path: row.path }
       }
       if (row.state !== "completed" || row.status === null) return { _tag: "InProgress" }
+      const body = keyring.openBytes(row.body ?? new Uint8Array(), sealContext(target))
+      if (Option.isNone(body)) {
+        // Stored under another master key (rotated): the response cannot be replayed, so the
+        // key is given up and this request runs.
+        yield* Effect.logWarning(
+          "a stored idempotent response could not be decrypted; the request runs again"
+        )
+        yield* sql`DELETE FROM http.idempotency_keys WHERE scope_hash = ${target.scopeHash} AND key = ${target.key}
+                     AND fingerprint = ${row.fingerprint} AND state = 'completed'`
+        continue
+      }
       return {
         _tag: "Replay",
         response: {
           status: row.status,
           contentType: row.contentType,
           headers: stringRecord(row.headers),
-          body: row.body ?? new Uint8Array()
+          body: body.value
         }
       }
     }
     return { _tag: "InProgress" }
   })
 
-/** Stores the response of a claimed request. False when the claim was no longer ours. */
+/** What a stored body's ciphertext is bound to: its row. */
+const sealContext = (target: Pick<IdempotencyTarget, "scopeHash" | "key">) =>
+  `idempotency:${target.scopeHash}:${target.key}`
+
+/**
+ * Stores the response of a claimed request, its body encrypted (it may carry a secret shown once,
+ * like a new API key). False when the claim was no longer ours.
+ */
 export const completeIdempotencyKey = (
   claim: IdempotencyClaim,
   response: StoredResponse
-): Effect.Effect<boolean, SqlError, SqlClient.SqlClient> =>
+): Effect.Effect<boolean, SqlError, SqlClient.SqlClient | Keyring> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
+    const keyring = yield* Keyring
     const now = yield* nowDate
+    const body = keyring.sealBytes(response.body, sealContext(claim))
     const rows = yield* sql`
       UPDATE http.idempotency_keys
          SET state = 'completed', status = ${response.status}, content_type = ${response.contentType},
-             headers = ${JSON.stringify(response.headers)}::jsonb, body = ${response.body},
+             headers = ${JSON.stringify(response.headers)}::jsonb, body = ${body},
              lease_until = NULL, completed_at = ${now}
        WHERE scope_hash = ${claim.scopeHash} AND key = ${claim.key} AND claim_token = ${claim.token}
          AND state = 'in_flight'
@@ -356,7 +378,9 @@ export interface IdempotencyMiddlewareOptions extends IdempotencyTimings {}
 export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}) => {
   const lease = Duration.decode(options.lease ?? IDEMPOTENCY_LEASE)
   const heartbeatEvery = Duration.millis(Math.max(10, Duration.toMillis(lease) / 3))
-  return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | SqlClient.SqlClient | AppConfig> =>
+  return <E, R>(
+    app: HttpApp.Default<E, R>
+  ): HttpApp.Default<E, R | SqlClient.SqlClient | AppConfig | Keyring> =>
     Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
       if (!UNSAFE_METHODS.has(request.method)) return yield* app
@@ -377,6 +401,7 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
       if (body._tag === "Left") return yield* app
       const config = yield* AppConfig
       const sql = yield* SqlClient.SqlClient
+      const keyring = yield* Keyring
       const target = idempotencyTarget({
         requester: requesterKey(request, config.trustProxyHops),
         key: key.value,
@@ -418,7 +443,7 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
                 logFailure("store the response")
               )
             : releaseIdempotencyKey(claim).pipe(logFailure("release the key"))
-        }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+        }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(Keyring, keyring))
       // The platform runs middleware uninterruptibly: the heartbeat must be interruptible itself.
       const heartbeat = yield* Effect.fork(
         Effect.sleep(heartbeatEvery).pipe(

@@ -110,6 +110,13 @@ const emailTaken = Conflict.of({
   param: "email"
 })
 
+/** Another writer won a race on one of the streams: the transaction may simply run again. */
+const isConcurrencyConflict = (error: unknown): boolean =>
+  typeof error === "object" &&
+  error !== null &&
+  "_tag" in error &&
+  (error._tag === "StreamOrderingConflict" || error._tag === "WrongExpectedVersion")
+
 const actorRef = (actor: AuthenticatedActor): ActorRef => ({ type: actor.type, id: actor.id })
 
 /** Unknown scope names → 400; scopes the caller does not hold → 403 (a credential never escalates). */
@@ -160,9 +167,16 @@ export const makeIdentity = Effect.gen(function* () {
       (requestId): EventMetadata => (requestId === undefined ? { actor } : { actor, requestId })
     )
 
-  /** Commands of one use case in one transaction; local processors are woken once it committed. */
+  /**
+   * Commands of one use case in one transaction; local processors are woken once it committed.
+   * A stream-ordering conflict cannot resolve inside the transaction (its id is older than the
+   * competing commit's), so the whole transaction runs again.
+   */
   const transact = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-    Effect.tap(sql.withTransaction(effect), () => signal.notify)
+    sql.withTransaction(effect).pipe(
+      Effect.retry({ times: 3, while: isConcurrencyConflict }),
+      Effect.tap(() => signal.notify)
+    )
 
   const userScopes = (role: Role) => scopesOfRole(role)
 
@@ -314,15 +328,16 @@ export const makeIdentity = Effect.gen(function* () {
       yield* throttle.succeeded(input.email)
       const session = yield* newSession(user.userId)
       const metadata = yield* metadataFor({ type: "user", id: user.userId })
+      // The contended stream (the user's) first: a conflict there is met before anything else.
       yield* transact(
         Effect.zipRight(
-          session.start(metadata),
           runner.execute(
             UserDecider,
             userStream(user.userId),
             { _tag: "RecordLogin", sessionId: session.sessionId },
             { metadata }
-          )
+          ),
+          session.start(metadata)
         )
       )
       return yield* tokenSet(
@@ -752,12 +767,21 @@ export const makeIdentity = Effect.gen(function* () {
       const created = yield* createUser(input, "admin").pipe(
         Effect.map((r) => ({ created: true, userId: r.userId, role: "admin" as Role })),
         // Another process created it at the same moment.
-        Effect.catchTag("Conflict", () =>
-          Effect.map(withSql(findUserByEmail(input.email)).pipe(Effect.orDie), (found) => ({
-            created: false,
-            userId: Option.match(found, { onNone: () => "", onSome: (u) => u.userId }),
-            role: Option.match(found, { onNone: () => "admin" as Role, onSome: (u) => u.role })
-          }))
+        // Another process created it at the same moment — or a customer record holds the address.
+        Effect.catchTag("Conflict", (conflict) =>
+          Effect.flatMap(withSql(findUserByEmail(input.email)), (found) =>
+            Option.match(found, {
+              onNone: () =>
+                Effect.fail(
+                  Conflict.of({
+                    code: "resource_already_exists",
+                    message: `a customer record already uses ${input.email}: choose another address for the admin`,
+                    param: conflict.error.param ?? "email"
+                  })
+                ),
+              onSome: (user) => Effect.succeed({ created: false, userId: user.userId, role: user.role })
+            })
+          )
         )
       )
       return created

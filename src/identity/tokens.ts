@@ -4,7 +4,7 @@
  * `cus` (the linked customer). Verification pins the algorithm (no `alg: none`, no key confusion),
  * the issuer, and reads time from Effect's Clock so expiry is testable.
  */
-import { randomBytes } from "node:crypto"
+import { createSecretKey, type KeyObject, randomBytes } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { dirname } from "node:path"
 import { Clock, Context, Data, Effect, Layer, Option, Redacted } from "effect"
@@ -82,15 +82,31 @@ export const loadSigningKey = Effect.gen(function* () {
     return yield* fromText(randomBytes(32).toString("hex"))
   }
   const file = `${config.dataDir}/jwt-secret.key`
-  if (!existsSync(file)) {
-    mkdirSync(dirname(file), { recursive: true })
-    writeFileSync(file, `${randomBytes(32).toString("hex")}\n`, { mode: 0o600, flag: "wx" })
-    chmodSync(file, 0o600)
+  const fileError = (error: unknown) =>
+    new SigningKeyError({ message: `cannot keep the generated signing key in ${file}: ${String(error)}` })
+  const created = yield* Effect.try({
+    try: () => {
+      if (existsSync(file)) return false
+      mkdirSync(dirname(file), { recursive: true })
+      try {
+        writeFileSync(file, `${randomBytes(32).toString("hex")}\n`, { mode: 0o600, flag: "wx" })
+      } catch (error) {
+        // Another process created it first: use theirs.
+        if (typeof error === "object" && error !== null && "code" in error && error.code === "EEXIST")
+          return false
+        throw error
+      }
+      chmodSync(file, 0o600)
+      return true
+    },
+    catch: fileError
+  })
+  if (created) {
     yield* Effect.logWarning(
       `JWT_SECRET is not set: generated a signing key in ${file}. Set JWT_SECRET in production.`
     )
   }
-  return yield* fromText(readFileSync(file, "utf8"))
+  return yield* fromText(yield* Effect.try({ try: () => readFileSync(file, "utf8"), catch: fileError }))
 })
 
 const stringClaim = (payload: Record<string, unknown>, name: string): string | undefined => {
@@ -98,67 +114,91 @@ const stringClaim = (payload: Record<string, unknown>, name: string): string | u
   return typeof value === "string" && value !== "" ? value : undefined
 }
 
-export const makeAccessTokens = (key: Uint8Array): AccessTokensShape => ({
-  issue: (input) =>
-    Effect.flatMap(Clock.currentTimeMillis, (nowMs) => {
-      const iat = Math.floor(nowMs / 1000)
-      const exp = iat + input.ttlSeconds
-      const claims: Record<string, string> = { scope: input.scopes.join(" ") }
-      if (input.role) claims.role = input.role
-      if (input.sessionId) claims.sid = input.sessionId
-      if (input.customerId) claims.cus = input.customerId
-      return Effect.map(
-        Effect.promise(() =>
-          new SignJWT(claims)
-            .setProtectedHeader({ alg: "HS256", typ: "JWT" })
-            .setIssuer(ISSUER)
-            .setSubject(input.subject)
-            .setJti(input.tokenId)
-            .setIssuedAt(iat)
-            .setExpirationTime(exp)
-            .sign(key)
-        ),
-        (token) => ({ token, issuedAt: new Date(iat * 1000), expiresAt: new Date(exp * 1000) })
-      )
-    }),
-  verify: (token) =>
-    Effect.flatMap(Clock.currentTimeMillis, (nowMs) =>
-      Effect.tryPromise({
-        try: () =>
-          jwtVerify(token, key, {
-            algorithms: ["HS256"],
-            issuer: ISSUER,
-            currentDate: new Date(nowMs),
-            requiredClaims: ["sub", "jti", "iat", "exp"]
-          }),
-        catch: (error) =>
-          new InvalidAccessToken({ reason: error instanceof errors.JWTExpired ? "expired" : "invalid" })
-      }).pipe(
-        Effect.flatMap(({ payload }) => {
-          const sub = stringClaim(payload, "sub")
-          const jti = stringClaim(payload, "jti")
-          const role = payload.role
-          if (!sub || !jti || typeof payload.iat !== "number" || typeof payload.exp !== "number")
-            return Effect.fail(new InvalidAccessToken({ reason: "invalid" }))
-          if (role !== undefined && role !== "admin" && role !== "customer")
-            return Effect.fail(new InvalidAccessToken({ reason: "invalid" }))
-          const scope = typeof payload.scope === "string" ? payload.scope : ""
-          const sid = stringClaim(payload, "sid")
-          const cus = stringClaim(payload, "cus")
-          const claims: AccessClaims = {
-            sub,
-            jti,
-            scopes: scope.split(" ").filter((s) => s !== ""),
-            iat: payload.iat,
-            exp: payload.exp,
-            ...(role === undefined ? {} : { role }),
-            ...(sid === undefined ? {} : { sid }),
-            ...(cus === undefined ? {} : { cus })
-          }
-          return Effect.succeed(claims)
-        })
-      )
-    )
-})
+/** Verified tokens kept so a token presented again skips the signature check (expiry is re-checked). */
+const VERIFIED_CACHE_SIZE = 10_000
+
+export const makeAccessTokens = (secret: Uint8Array): AccessTokensShape => {
+  // Imported once: jose would otherwise import raw key bytes again on every sign and verify.
+  const key: KeyObject = createSecretKey(secret)
+  // token → claims, least recently used first. Keyed by the whole token: any change is a miss.
+  const verified = new Map<string, AccessClaims>()
+  const remember = (token: string, claims: AccessClaims) => {
+    verified.set(token, claims)
+    if (verified.size > VERIFIED_CACHE_SIZE) {
+      const oldest = verified.keys().next()
+      if (!oldest.done) verified.delete(oldest.value)
+    }
+  }
+  return {
+    issue: (input) =>
+      Effect.flatMap(Clock.currentTimeMillis, (nowMs) => {
+        const iat = Math.floor(nowMs / 1000)
+        const exp = iat + input.ttlSeconds
+        const claims: Record<string, string> = { scope: input.scopes.join(" ") }
+        if (input.role) claims.role = input.role
+        if (input.sessionId) claims.sid = input.sessionId
+        if (input.customerId) claims.cus = input.customerId
+        return Effect.map(
+          Effect.promise(() =>
+            new SignJWT(claims)
+              .setProtectedHeader({ alg: "HS256", typ: "JWT" })
+              .setIssuer(ISSUER)
+              .setSubject(input.subject)
+              .setJti(input.tokenId)
+              .setIssuedAt(iat)
+              .setExpirationTime(exp)
+              .sign(key)
+          ),
+          (token) => ({ token, issuedAt: new Date(iat * 1000), expiresAt: new Date(exp * 1000) })
+        )
+      }),
+    verify: (token) =>
+      Effect.flatMap(Clock.currentTimeMillis, (nowMs) => {
+        const cached = verified.get(token)
+        if (cached !== undefined) {
+          // jose's rule: expired once now ≥ exp.
+          return Math.floor(nowMs / 1000) >= cached.exp
+            ? Effect.fail(new InvalidAccessToken({ reason: "expired" }))
+            : Effect.succeed(cached)
+        }
+        return Effect.tryPromise({
+          try: () =>
+            jwtVerify(token, key, {
+              algorithms: ["HS256"],
+              issuer: ISSUER,
+              currentDate: new Date(nowMs),
+              requiredClaims: ["sub", "jti", "iat", "exp"]
+            }),
+          catch: (error) =>
+            new InvalidAccessToken({ reason: error instanceof errors.JWTExpired ? "expired" : "invalid" })
+        }).pipe(
+          Effect.flatMap(({ payload }) => {
+            const sub = stringClaim(payload, "sub")
+            const jti = stringClaim(payload, "jti")
+            const role = payload.role
+            if (!sub || !jti || typeof payload.iat !== "number" || typeof payload.exp !== "number")
+              return Effect.fail(new InvalidAccessToken({ reason: "invalid" }))
+            if (role !== undefined && role !== "admin" && role !== "customer")
+              return Effect.fail(new InvalidAccessToken({ reason: "invalid" }))
+            const scope = typeof payload.scope === "string" ? payload.scope : ""
+            const sid = stringClaim(payload, "sid")
+            const cus = stringClaim(payload, "cus")
+            const claims: AccessClaims = {
+              sub,
+              jti,
+              scopes: scope.split(" ").filter((s) => s !== ""),
+              iat: payload.iat,
+              exp: payload.exp,
+              ...(role === undefined ? {} : { role }),
+              ...(sid === undefined ? {} : { sid }),
+              ...(cus === undefined ? {} : { cus })
+            }
+            remember(token, claims)
+            return Effect.succeed(claims)
+          })
+        )
+      })
+  }
+}
 
 export const AccessTokensLive = Layer.effect(AccessTokens, Effect.map(loadSigningKey, makeAccessTokens))
