@@ -111,6 +111,9 @@ const emailTaken = Conflict.of({
 })
 
 /** Another writer won a race on one of the streams: the transaction may simply run again. */
+const PROFILE_CACHE_MS = 1_000
+const PROFILE_CACHE_SIZE = 10_000
+
 const isConcurrencyConflict = (error: unknown): boolean =>
   typeof error === "object" &&
   error !== null &&
@@ -157,6 +160,16 @@ export const makeIdentity = Effect.gen(function* () {
     window: "1 hour"
   })
   const limiter = yield* RateLimiter
+
+  // The current user's profile for /auth/me, kept a second: a client polling it costs one query a
+  // second, not one per request. Changes made here drop the entry at once; another instance's
+  // change (a login elsewhere) shows within PROFILE_CACHE_MS.
+  const profiles = new Map<string, { readonly user: UserRow; readonly at: number }>()
+  const remember = (userId: string, user: UserRow, at: number) => {
+    if (profiles.size >= PROFILE_CACHE_SIZE) profiles.clear()
+    profiles.set(userId, { user, at })
+  }
+  const forgetProfile = (userId: string) => Effect.sync(() => profiles.delete(userId))
 
   const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.provideService(effect, SqlClient.SqlClient, sql)
@@ -340,6 +353,7 @@ export const makeIdentity = Effect.gen(function* () {
           session.start(metadata)
         )
       )
+      yield* forgetProfile(user.userId)
       return yield* tokenSet(
         { userId: user.userId, role: user.role, customerId: user.customerId ?? undefined },
         session,
@@ -446,8 +460,12 @@ export const makeIdentity = Effect.gen(function* () {
           })
         )
       }
+      const nowMs = yield* Time.nowMillis
+      const cached = profiles.get(actor.id)
+      if (cached !== undefined && nowMs - cached.at < PROFILE_CACHE_MS) return cached.user
       const found = yield* withSql(findUserById(actor.id))
       if (Option.isNone(found)) return yield* Effect.fail(revokedToken)
+      remember(actor.id, found.value, nowMs)
       return found.value
     }).pipe(orDieUnlessHttp)
 
@@ -528,6 +546,7 @@ export const makeIdentity = Effect.gen(function* () {
         })
       )
       yield* revocations.record([{ kind: "user", subjectId: userId, revokedAt: now }])
+      yield* forgetProfile(userId)
     }).pipe(orDieUnlessHttp)
 
   // --- Client credentials grant -------------------------------------------------------------------
