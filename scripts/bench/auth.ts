@@ -31,12 +31,12 @@ import { performance } from "node:perf_hooks"
 import { HttpServer } from "@effect/platform"
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
-import pg from "pg"
 import { AppConfig, makeAppConfig } from "../../src/config.js"
 import { DatabaseInfo } from "../../src/db/Database.js"
 import { HttpAppLive, NodeServerLive } from "../../src/http/Server.js"
 import { projections } from "../../src/registry.js"
 import { servicesLayer } from "../../src/services.js"
+import { scratchDatabase } from "./scratch.js"
 
 // ---------------------------------------------------------------------------------------------------
 // Settings
@@ -61,9 +61,6 @@ const READ_CONNECTIONS = 64
 const LOGIN_CONNECTIONS = 16
 /** The defaults of PASSWORD_SCRYPT_COST/BLOCK_SIZE/PARALLELISM in src/config.ts. */
 const PRODUCTION_SCRYPT = { cost: 32_768, blockSize: 8, parallelism: 3 } as const
-const LOCAL_HOSTS = new Set(["127.0.0.1", "localhost", "::1", "[::1]"])
-
-const serverUrl = process.env.DATABASE_URL?.trim() || undefined
 
 const TARGETS = {
   /** Authenticated reads cost at most ~40 % more than the cheapest route. */
@@ -208,46 +205,6 @@ const scryptAlone = (concurrency: number, durationSeconds: number) =>
 
 // ---------------------------------------------------------------------------------------------------
 // Scratch database and the app
-
-const withDatabase = (url: string, database: string) => {
-  const u = new URL(url)
-  u.pathname = `/${database}`
-  return u.toString()
-}
-
-const admin = async <T>(url: string, f: (c: pg.Client) => Promise<T>) => {
-  const client = new pg.Client({ connectionString: url })
-  await client.connect()
-  try {
-    return await f(client)
-  } finally {
-    await client.end()
-  }
-}
-
-/** Creates `cp_bench_<random>` on the DATABASE_URL server (dropped when the scope closes). */
-const scratchDatabase = Effect.gen(function* () {
-  if (!serverUrl) return Option.none<string>()
-  const host = new URL(serverUrl).hostname
-  if (!LOCAL_HOSTS.has(host)) {
-    return yield* Effect.dieMessage(
-      `the bench only runs against this machine; DATABASE_URL points at ${host}`
-    )
-  }
-  const name = `cp_bench_${randomBytes(5).toString("hex")}`
-  yield* Effect.acquireRelease(
-    Effect.promise(() => admin(serverUrl, (c) => c.query(`CREATE DATABASE ${name}`))),
-    () =>
-      Effect.promise(() =>
-        admin(serverUrl, (c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
-      ).pipe(
-        Effect.tap(() => Console.log(`dropped scratch database ${name}`)),
-        Effect.ignore
-      )
-  )
-  yield* Console.log(`scratch database ${name} on ${host}`)
-  return Option.some(withDatabase(serverUrl, name))
-})
 
 const BenchConfig = Layer.scoped(
   AppConfig,

@@ -24,7 +24,6 @@ import { performance } from "node:perf_hooks"
 import { NodeRuntime } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { Console, Effect, Layer, Logger, LogLevel, Option, Redacted, Schema } from "effect"
-import pg from "pg"
 import { AppConfig, makeAppConfig } from "../../src/config.js"
 import { DatabaseInfo } from "../../src/db/Database.js"
 import { PersistenceLive } from "../../src/db/layers.js"
@@ -34,6 +33,7 @@ import { defineEvent } from "../../src/eventstore/EventType.js"
 import { defineProjection } from "../../src/kernel/Projection.js"
 import { rebuildProjection } from "../../src/kernel/Rebuild.js"
 import { uuidv7FromMillis } from "../../src/kernel/Uuid.js"
+import { scratchDatabase } from "./scratch.js"
 
 // ---------------------------------------------------------------------------------------------------
 // Settings
@@ -48,9 +48,6 @@ const seconds = (() => {
 const CONCURRENCY = 8
 const READ_BATCH = 1_000
 const REBUILD_BATCH = 5_000
-const LOCAL_HOSTS = new Set(["127.0.0.1", "localhost", "::1", "[::1]"])
-
-const serverUrl = process.env.DATABASE_URL?.trim() || undefined
 
 /** The targets of the issue (research/eventstore.md §10.7, G3 and G6 on the 2-vCPU CI box). */
 const TARGETS = {
@@ -61,46 +58,6 @@ const TARGETS = {
 
 // ---------------------------------------------------------------------------------------------------
 // Scratch database
-
-const withDatabase = (url: string, database: string) => {
-  const u = new URL(url)
-  u.pathname = `/${database}`
-  return u.toString()
-}
-
-const admin = async <T>(url: string, f: (c: pg.Client) => Promise<T>) => {
-  const client = new pg.Client({ connectionString: url })
-  await client.connect()
-  try {
-    return await f(client)
-  } finally {
-    await client.end()
-  }
-}
-
-/** Creates `cp_bench_<random>` on the DATABASE_URL server (dropped when the scope closes). */
-const scratchDatabase = Effect.gen(function* () {
-  if (!serverUrl) return Option.none<string>()
-  const host = new URL(serverUrl).hostname
-  if (!LOCAL_HOSTS.has(host)) {
-    return yield* Effect.dieMessage(
-      `the bench only runs against this machine; DATABASE_URL points at ${host}`
-    )
-  }
-  const name = `cp_bench_${randomBytes(5).toString("hex")}`
-  yield* Effect.acquireRelease(
-    Effect.promise(() => admin(serverUrl, (c) => c.query(`CREATE DATABASE ${name}`))),
-    () =>
-      Effect.promise(() =>
-        admin(serverUrl, (c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
-      ).pipe(
-        Effect.tap(() => Console.log(`dropped scratch database ${name}`)),
-        Effect.ignore
-      )
-  )
-  yield* Console.log(`scratch database ${name} on ${host}`)
-  return Option.some(withDatabase(serverUrl, name))
-})
 
 const BenchConfig = Layer.scoped(
   AppConfig,

@@ -12,6 +12,7 @@ import { makeShiftedClock } from "../support/clock.js"
 import {
   adminLogin,
   call,
+  expectError,
   IdentityHttp,
   identityHttp,
   PASSWORD,
@@ -19,13 +20,6 @@ import {
   registerShopper,
   uniqueEmail
 } from "../support/identity.js"
-
-const expectError = (r: Reply, status: number, code: string, param?: string) => {
-  expect(r.status, r.text).toBe(status)
-  expect(r.body.error.code, r.text).toBe(code)
-  expect(r.body.error.requestId).toMatch(/^req_/)
-  if (param !== undefined) expect(r.body.error.param).toBe(param)
-}
 
 const countEvents = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   Effect.map(sql<{ n: number }>`SELECT count(*)::int AS n FROM event_store.events`, (rows) => rows[0]?.n ?? 0)

@@ -13,8 +13,8 @@ import {
   adminLogin,
   apiKeyWith,
   call,
+  expectError,
   IdentityHttp,
-  type Reply,
   registerShopper
 } from "../support/identity.js"
 
@@ -24,23 +24,6 @@ const CLIENT_ID = /^cli_[0-7][0-9a-hjkmnp-tv-z]{25}$/
 /** Well-formed ids that name nothing. */
 const NO_SUCH_KEY = "key_01jd4x8m6ffq2b3n5r7t9v1w3y"
 const NO_SUCH_CLIENT = "cli_01jd4x8m6ffq2b3n5r7t9v1w3y"
-
-const TYPE_OF_STATUS: Record<number, string> = {
-  400: "invalid_request_error",
-  401: "authentication_error",
-  403: "permission_error",
-  404: "invalid_request_error",
-  415: "invalid_request_error"
-}
-
-const expectError = (r: Reply, status: number, code: string, param?: string) => {
-  expect(r.status, r.text).toBe(status)
-  expect(r.body?.error?.code, r.text).toBe(code)
-  expect(r.body.error.type, r.text).toBe(TYPE_OF_STATUS[status])
-  expect(typeof r.body.error.message).toBe("string")
-  expect(r.body.error.requestId).toMatch(/^req_/)
-  if (param !== undefined) expect(r.body.error.param, r.text).toBe(param)
-}
 
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex")
 

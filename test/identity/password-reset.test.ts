@@ -12,10 +12,10 @@ import { expect } from "vitest"
 import { makeShiftedClock } from "../support/clock.js"
 import {
   call,
+  expectError,
   IdentityHttp,
   identityHttp,
   PASSWORD,
-  type Reply,
   registerShopper,
   uniqueEmail
 } from "../support/identity.js"
@@ -23,14 +23,6 @@ import {
 const NEW_PASSWORD = "a brand new passphrase"
 const RESET_TOKEN = /^prt_[0-7][0-9a-hjkmnp-tv-z]{25}[0-9A-Za-z]{43}$/
 const ISO_MILLIS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/
-
-const expectError = (r: Reply, status: number, code: string, param?: string) => {
-  expect(r.status, r.text).toBe(status)
-  expect(r.body?.error?.code, r.text).toBe(code)
-  expect(r.body.error.type, r.text).toBe(status === 401 ? "authentication_error" : "invalid_request_error")
-  expect(r.body.error.requestId).toMatch(/^req_/)
-  if (param !== undefined) expect(r.body.error.param, r.text).toBe(param)
-}
 
 interface ResetEvent {
   readonly id: string

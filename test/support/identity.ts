@@ -5,7 +5,9 @@
 import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { type Clock, Effect, Layer } from "effect"
+import { expect } from "vitest"
 import type { AppConfig, AppConfigShape } from "../../src/config.js"
+import { typeForStatus } from "../../src/http/errors.js"
 import { HttpAppLive } from "../../src/http/Server.js"
 import { Identity } from "../../src/identity/Identity.js"
 import { projections } from "../../src/registry.js"
@@ -37,6 +39,16 @@ export interface Reply {
   readonly text: string
   // biome-ignore lint/suspicious/noExplicitAny: test bodies are inspected field by field
   readonly body: any
+}
+
+/** The reply is the service's error body: status, code, the type of that status, a request id. */
+export const expectError = (r: Reply, status: number, code: string, param?: string) => {
+  expect(r.status, r.text).toBe(status)
+  expect(r.body?.error?.code, r.text).toBe(code)
+  expect(r.body.error.type, r.text).toBe(typeForStatus(status))
+  expect(typeof r.body.error.message).toBe("string")
+  expect(r.body.error.requestId).toMatch(/^req_/)
+  if (param !== undefined) expect(r.body.error.param, r.text).toBe(param)
 }
 
 export interface RequestOptions {
