@@ -6,6 +6,7 @@
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { AccountApi, ApiKeysApi, AuthApi, OAuthClientsApi } from "../identity/Api.js"
+import { routeScopesOf } from "./Auth.js"
 import {
   BadRequest,
   InternalError,
@@ -13,7 +14,7 @@ import {
   ServiceUnavailable,
   UnsupportedMediaType
 } from "./errors.js"
-import { cleanOpenApi } from "./openapi.js"
+import { cleanOpenApi, documentScopes } from "./openapi.js"
 
 export const Health = Schema.Struct({ status: Schema.Literal("ok") }).annotations({ identifier: "Health" })
 
@@ -46,6 +47,9 @@ export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
   )
   .annotate(OpenApi.Title, "System") {}
 
+/** The scopes of `Api`'s routes, for its OpenAPI document (filled in once `Api` is defined, below). */
+let apiScopes: ReadonlyMap<string, string> = new Map()
+
 export class Api extends HttpApi.make("commerce-platform")
   .add(SystemApi)
   .add(AuthApi)
@@ -58,9 +62,11 @@ export class Api extends HttpApi.make("commerce-platform")
   .addError(InternalError)
   .annotate(OpenApi.Title, "commerce-platform")
   .annotate(OpenApi.Version, "0.1.0")
-  .annotate(OpenApi.Transform, cleanOpenApi)
+  .annotate(OpenApi.Transform, (spec) => documentScopes(cleanOpenApi(spec), apiScopes))
   .annotate(
     OpenApi.Description,
     "Self-hostable, event-sourced commerce back end. Every error has the body " +
       '{ "error": { "type", "code", "message", "param"?, "requestId" } }; every response carries Request-Id.'
   ) {}
+
+apiScopes = routeScopesOf(Api)

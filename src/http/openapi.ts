@@ -38,3 +38,36 @@ export const cleanOpenApi = (spec: Record<string, unknown>): Record<string, unkn
   }
   return cleaned
 }
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/**
+ * States each operation's required scope (from the route table) where clients look for it: in its
+ * security requirement (OpenAPI 3.1 allows role names for non-OAuth schemes) and its description.
+ */
+export const documentScopes = (
+  spec: Record<string, unknown>,
+  scopes: ReadonlyMap<string, string>
+): Record<string, unknown> => {
+  const paths = spec.paths
+  if (!isRecord(paths)) return spec
+  for (const [path, item] of Object.entries(paths)) {
+    if (!isRecord(item)) continue
+    const routePath = path.replace(/\{([^}]+)\}/g, ":$1")
+    for (const [method, operation] of Object.entries(item)) {
+      if (!isRecord(operation) || !Array.isArray(operation.security)) continue
+      const scope = scopes.get(`${method.toUpperCase()} ${routePath}`)
+      if (scope === undefined) continue
+      operation.security = operation.security.map((requirement) =>
+        isRecord(requirement)
+          ? Object.fromEntries(Object.keys(requirement).map((name) => [name, [scope]]))
+          : requirement
+      )
+      const note = `Requires the \`${scope}\` scope.`
+      operation.description =
+        typeof operation.description === "string" ? `${operation.description}\n\n${note}` : note
+    }
+  }
+  return spec
+}

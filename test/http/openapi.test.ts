@@ -147,6 +147,25 @@ describe("OpenAPI", () => {
       })
     )
 
+    it.effect("states each protected operation's scope in its security requirement", () =>
+      Effect.gen(function* () {
+        const spec = yield* fetchSpec
+        const paths = isObject(spec.paths) ? spec.paths : {}
+        const operation = (path: string, method: string) => {
+          const item = paths[path]
+          const op = isObject(item) ? item[method] : undefined
+          return isObject(op) ? op : {}
+        }
+        expect(operation("/apikey", "post").security).toEqual([{ bearer: ["write:apikeys"] }])
+        expect(operation("/apikey/{id}", "delete").security).toEqual([{ bearer: ["write:apikeys"] }])
+        expect(operation("/oauth/clients", "get").security).toEqual([{ bearer: ["admin"] }])
+        expect(String(operation("/apikey", "get").description)).toContain("`read:apikeys`")
+        // Any credential may call /auth/me; the public routes need none.
+        expect(operation("/auth/me", "get").security).toEqual([{ bearer: [] }])
+        expect(operation("/auth/login", "post").security ?? []).toEqual([])
+      })
+    )
+
     it.effect("/docs serves HTML built on the same document", () =>
       Effect.gen(function* () {
         const spec = yield* fetchSpec
