@@ -154,12 +154,12 @@ export const makeIdentity = Effect.gen(function* () {
   const hasher = yield* PasswordHasher
   const signal = yield* AppendSignal
   const config = yield* AppConfig
-  const throttle = makeLoginThrottle(yield* RateLimiter, config)
+  const limiter = yield* RateLimiter
+  const throttle = makeLoginThrottle(limiter, config)
   const resetRequestsPerAccount = rateLimitPolicy("identity.password-reset.account", {
     limit: 5,
     window: "1 hour"
   })
-  const limiter = yield* RateLimiter
 
   // The current user's profile for /auth/me, kept a second: a client polling it costs one query a
   // second, not one per request. Changes made here drop the entry at once; another instance's
@@ -190,8 +190,6 @@ export const makeIdentity = Effect.gen(function* () {
       Effect.retry({ times: 3, while: isConcurrencyConflict }),
       Effect.tap(() => signal.notify)
     )
-
-  const userScopes = (role: Role) => scopesOfRole(role)
 
   /** A new session's ids, refresh token and the command that starts it (run inside the caller's transaction). */
   const newSession = (userId: string) =>
@@ -232,7 +230,7 @@ export const makeIdentity = Effect.gen(function* () {
       tokens.issue({
         subject: user.userId,
         tokenId: session.tokenId,
-        scopes: userScopes(user.role),
+        scopes: scopesOfRole(user.role),
         ttlSeconds: USER_TOKEN_TTL_SECONDS,
         role: user.role,
         sessionId: session.sessionId,
@@ -243,7 +241,7 @@ export const makeIdentity = Effect.gen(function* () {
         refreshToken,
         tokenType: "Bearer",
         expiresIn: USER_TOKEN_TTL_SECONDS,
-        scope: formatScope(userScopes(user.role)),
+        scope: formatScope(scopesOfRole(user.role)),
         issuedAt: issued.issuedAt,
         userId: user.userId
       })
@@ -830,5 +828,3 @@ export type IdentityShape = Effect.Effect.Success<typeof makeIdentity>
 export class Identity extends Context.Tag("identity/Identity")<Identity, IdentityShape>() {}
 
 export const IdentityLive = Layer.effect(Identity, makeIdentity)
-
-export type { UserRow }
