@@ -193,7 +193,9 @@ export const makeAccessTokens = (secret: Uint8Array): AccessTokensShape => {
               ...(sid === undefined ? {} : { sid }),
               ...(cus === undefined ? {} : { cus })
             }
-            remember(token, claims)
+            // Only expiry can change the verdict on a cached token; one with `nbf` (never issued
+            // here) is verified in full every time.
+            if (payload.nbf === undefined) remember(token, claims)
             return Effect.succeed(claims)
           })
         )

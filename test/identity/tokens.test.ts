@@ -443,7 +443,8 @@ const arbClaims: fc.Arbitrary<Record<string, unknown>> = fc
     exp: claim(
       fc.oneof(
         { weight: 5, arbitrary: fc.integer({ min: NOW_S - 50, max: NOW_S + 200 }) },
-        { weight: 1, arbitrary: fc.double({ noNaN: true }) }
+        // JSON has no infinities (they would be encoded as null): finite doubles only.
+        { weight: 1, arbitrary: fc.double({ noNaN: true, noDefaultInfinity: true }) }
       ),
       20
     ),
