@@ -17,7 +17,7 @@ import { type AuthenticatedActor, hasScope } from "../http/Auth.js"
 import { BadRequest, Conflict, Forbidden, NotFound, orDieUnlessHttp, Unauthorized } from "../http/errors.js"
 import { CurrentRequestId } from "../http/middleware.js"
 import { RateLimiter, rateLimitPolicy } from "../http/RateLimit.js"
-import { CommandRunner } from "../kernel/CommandRunner.js"
+import { CommandRunner, isConcurrencyConflict } from "../kernel/CommandRunner.js"
 import { normalizeEmail } from "../kernel/Email.js"
 import * as Ids from "../kernel/Ids.js"
 import * as Time from "../kernel/Time.js"
@@ -26,6 +26,7 @@ import {
   apiKeyStream,
   OAuthClientDecider,
   oauthClientStream,
+  type ResetTokenInvalid,
   SessionDecider,
   sessionStream,
   UserDecider,
@@ -36,7 +37,6 @@ import { PasswordHasher, passwordProblem } from "./passwords.js"
 import { ADMIN_SCOPE, formatScope, isKnownScope, parseScope, type Role, scopesOfRole } from "./permissions.js"
 import {
   type ApiKeyRow,
-  findLiveApiKey,
   findLiveClient,
   findUserByEmail,
   findUserById,
@@ -104,21 +104,23 @@ const notFound = (what: string, param = "id") => NotFound.of({ message: `No such
 
 const weakPassword = (message: string) => BadRequest.of({ code: "weak_password", message, param: "password" })
 
+const RESET_TOKEN_ERRORS = {
+  unknown: { code: "reset_token_invalid", message: "this password reset token is not valid" },
+  used: { code: "reset_token_used", message: "this password reset token has already been used" },
+  expired: {
+    code: "reset_token_expired",
+    message: "this password reset token has expired: request a new one"
+  }
+} as const
+
 const emailTaken = Conflict.of({
   code: "resource_already_exists",
   message: "an account with this email already exists",
   param: "email"
 })
 
-/** Another writer won a race on one of the streams: the transaction may simply run again. */
 const PROFILE_CACHE_MS = 1_000
 const PROFILE_CACHE_SIZE = 10_000
-
-const isConcurrencyConflict = (error: unknown): boolean =>
-  typeof error === "object" &&
-  error !== null &&
-  "_tag" in error &&
-  (error._tag === "StreamOrderingConflict" || error._tag === "WrongExpectedVersion")
 
 const actorRef = (actor: AuthenticatedActor): ActorRef => ({ type: actor.type, id: actor.id })
 
@@ -401,10 +403,9 @@ export const makeIdentity = Effect.gen(function* () {
             )
         })
       )
-      const revoked = result.events.find((e) => e.type === "session.revoked")
-      if (revoked) {
+      if (result.events.some((e) => e.type === "session.revoked")) {
         // Reuse of a rotated token (or a password reset since): the whole family is gone.
-        yield* revocations.record([{ kind: "session", subjectId: sessionId, revokedAt: revoked.recordedAt }])
+        yield* revocations.recordEvents(result.events)
         return yield* Effect.fail(revokedToken)
       }
       return yield* tokenSet(
@@ -426,8 +427,7 @@ export const makeIdentity = Effect.gen(function* () {
             { metadata }
           )
         ).pipe(Effect.catchTag("SessionNotFound", () => Effect.fail(revokedToken)))
-        const at = result.events[0]?.recordedAt ?? (yield* Time.now)
-        return yield* revocations.record([{ kind: "session", subjectId: actor.sessionId, revokedAt: at }])
+        return yield* revocations.recordEvents(result.events)
       }
       if (actor.type === "oauth_client" && actor.tokenId !== undefined) {
         const result = yield* transact(
@@ -438,8 +438,7 @@ export const makeIdentity = Effect.gen(function* () {
             { metadata }
           )
         ).pipe(Effect.catchTag("OAuthClientNotFound", () => Effect.fail(revokedToken)))
-        const at = result.events[0]?.recordedAt ?? (yield* Time.now)
-        return yield* revocations.record([{ kind: "token", subjectId: actor.tokenId, revokedAt: at }])
+        return yield* revocations.recordEvents(result.events)
       }
       return yield* Effect.fail(
         BadRequest.of({
@@ -498,22 +497,8 @@ export const makeIdentity = Effect.gen(function* () {
   const confirmPasswordReset = (input: { readonly token: string; readonly password: string }) =>
     Effect.gen(function* () {
       const token = input.token.trim()
-      const invalid = (reason: "unknown" | "used" | "expired") =>
-        BadRequest.of({
-          code:
-            reason === "unknown"
-              ? "reset_token_invalid"
-              : reason === "used"
-                ? "reset_token_used"
-                : "reset_token_expired",
-          message:
-            reason === "unknown"
-              ? "this password reset token is not valid"
-              : reason === "used"
-                ? "this password reset token has already been used"
-                : "this password reset token has expired: request a new one",
-          param: "token"
-        })
+      const invalid = (reason: ResetTokenInvalid["reason"]) =>
+        BadRequest.of({ ...RESET_TOKEN_ERRORS[reason], param: "token" })
       const userId = parseResetToken(token)
       if (!userId) return yield* Effect.fail(invalid("unknown"))
       const problem = passwordProblem(input.password)
@@ -530,7 +515,7 @@ export const makeIdentity = Effect.gen(function* () {
       const passwordHash = yield* hasher.hash(input.password)
       const now = yield* Time.now
       const metadata = yield* metadataFor({ type: "user", id: userId })
-      yield* transact(
+      const result = yield* transact(
         runner.execute(
           UserDecider,
           userStream(userId),
@@ -543,7 +528,7 @@ export const makeIdentity = Effect.gen(function* () {
           UserNotFound: () => Effect.fail(invalid("unknown"))
         })
       )
-      yield* revocations.record([{ kind: "user", subjectId: userId, revokedAt: now }])
+      yield* revocations.recordEvents(result.events)
       yield* forgetProfile(userId)
     }).pipe(orDieUnlessHttp)
 
@@ -690,9 +675,7 @@ export const makeIdentity = Effect.gen(function* () {
 
   const revokeApiKey = (actor: AuthenticatedActor, keyId: string) =>
     Effect.gen(function* () {
-      if (!Ids.isValid("key", keyId) || Option.isNone(yield* withSql(findLiveApiKey(keyId)))) {
-        return yield* Effect.fail(notFound("API key"))
-      }
+      if (!Ids.isValid("key", keyId)) return yield* Effect.fail(notFound("API key"))
       const metadata = yield* metadataFor(actorRef(actor))
       yield* transact(
         runner.execute(
@@ -760,8 +743,7 @@ export const makeIdentity = Effect.gen(function* () {
           { metadata }
         )
       ).pipe(Effect.catchTag("OAuthClientNotFound", () => Effect.fail(notFound("OAuth client"))))
-      const at = result.events[0]?.recordedAt ?? (yield* Time.now)
-      yield* revocations.record([{ kind: "client", subjectId: clientId, revokedAt: at }])
+      yield* revocations.recordEvents(result.events)
     }).pipe(orDieUnlessHttp)
 
   // --- Admin bootstrap --------------------------------------------------------------------------------

@@ -8,23 +8,19 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Context, Duration, Effect, Layer, Schedule } from "effect"
+import type { Recorded } from "../kernel/Decider.js"
 import { timestampOf } from "../kernel/Ids.js"
-import { REVOCATIONS } from "./projection.js"
+import type { ApiKeyEvent, OAuthClientEvent, SessionEvent, UserEvent } from "./events.js"
+import { REVOCATIONS, type Revocation, type RevocationKind, revocationOf } from "./projection.js"
 import { type AccessClaims, MAX_TOKEN_TTL_SECONDS } from "./tokens.js"
-
-export type RevocationKind = "session" | "user" | "client" | "token"
-
-export interface Revocation {
-  readonly kind: RevocationKind
-  readonly subjectId: string
-  readonly revokedAt: Date
-}
 
 export interface RevocationsShape {
   /** Whether a verified access token has been revoked (synchronous: no I/O on the request path). */
   readonly isRevoked: (claims: AccessClaims) => boolean
-  /** Applies revocations this process just committed. */
-  readonly record: (revocations: ReadonlyArray<Revocation>) => Effect.Effect<void>
+  /** Applies what events this process just committed revoke (the projection's own rule). */
+  readonly recordEvents: (
+    events: ReadonlyArray<Recorded<UserEvent | SessionEvent | ApiKeyEvent | OAuthClientEvent>>
+  ) => Effect.Effect<void>
   /** Reads what other processes committed since the last poll. */
   readonly poll: Effect.Effect<void, SqlError>
 }
@@ -84,9 +80,12 @@ export const makeRevocations = Effect.gen(function* () {
       const startedAt = timestampOf("ses", claims.sid)
       return startedAt === undefined || startedAt < validAfter
     },
-    record: (revocations) =>
+    recordEvents: (events) =>
       Effect.sync(() => {
-        for (const r of revocations) add(r)
+        for (const event of events) {
+          const revocation = revocationOf(event)
+          if (revocation) add(revocation)
+        }
       }),
     poll
   }

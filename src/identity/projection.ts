@@ -7,15 +7,53 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { textArray } from "../db/Sql.js"
 import { isShredded } from "../eventstore/EventType.js"
+import type { Recorded } from "../kernel/Decider.js"
 import { normalizeEmail } from "../kernel/Email.js"
 import { defineProjection } from "../kernel/Projection.js"
-import { identityEventTypes } from "./events.js"
+import {
+  type ApiKeyEvent,
+  identityEventTypes,
+  type OAuthClientEvent,
+  type SessionEvent,
+  type UserEvent
+} from "./events.js"
 
 export const USERS = "identity.users"
 export const SESSIONS = "identity.sessions"
 export const API_KEYS = "identity.api_keys"
 export const OAUTH_CLIENTS = "identity.oauth_clients"
 export const REVOCATIONS = "identity.revocations"
+
+export type RevocationKind = "session" | "user" | "client" | "token"
+
+export interface Revocation {
+  readonly kind: RevocationKind
+  readonly subjectId: string
+  readonly revokedAt: Date
+}
+
+type IdentityEvent = UserEvent | SessionEvent | ApiKeyEvent | OAuthClientEvent
+
+/**
+ * What an event revokes among still-unexpired access tokens: the one rule behind both the
+ * `identity.revocations` table and each process's in-memory list. (API keys are looked up on
+ * every request, so their revocation needs no entry here.)
+ */
+export const revocationOf = (event: Recorded<IdentityEvent>): Revocation | undefined => {
+  switch (event.type) {
+    case "session.revoked":
+      return { kind: "session", subjectId: event.data.sessionId, revokedAt: event.recordedAt }
+    case "user.password_reset":
+      // Sessions started before the reset die: the entry's time is that instant.
+      return { kind: "user", subjectId: event.data.userId, revokedAt: event.data.sessionsValidAfter }
+    case "oauth_client.token_revoked":
+      return { kind: "token", subjectId: event.data.tokenId, revokedAt: event.recordedAt }
+    case "oauth_client.deleted":
+      return { kind: "client", subjectId: event.data.clientId, revokedAt: event.recordedAt }
+    default:
+      return undefined
+  }
+}
 
 export const IdentityProjection = defineProjection({
   name: "identity",
@@ -29,10 +67,13 @@ export const IdentityProjection = defineProjection({
       const apiKeys = sql(target.table(API_KEYS))
       const clients = sql(target.table(OAUTH_CLIENTS))
       const revocations = sql(target.table(REVOCATIONS))
-      const revoke = (kind: string, subjectId: string, at: Date) =>
-        sql`INSERT INTO ${revocations} (kind, subject_id, revoked_at) VALUES (${kind}, ${subjectId}, ${at})
-          ON CONFLICT (kind, subject_id) DO UPDATE SET revoked_at = GREATEST(${revocations}.revoked_at, EXCLUDED.revoked_at)`
       for (const e of events) {
+        const revocation = revocationOf(e)
+        if (revocation) {
+          yield* sql`INSERT INTO ${revocations} (kind, subject_id, revoked_at)
+            VALUES (${revocation.kind}, ${revocation.subjectId}, ${revocation.revokedAt})
+            ON CONFLICT (kind, subject_id) DO UPDATE SET revoked_at = GREATEST(${revocations}.revoked_at, EXCLUDED.revoked_at)`
+        }
         switch (e.type) {
           case "user.registered": {
             const d = e.data
@@ -61,7 +102,6 @@ export const IdentityProjection = defineProjection({
             }
             yield* sql`UPDATE ${sessions} SET revoked_at = ${d.sessionsValidAfter}, revoke_reason = 'password_reset'
               WHERE user_id = ${d.userId} AND started_at < ${d.sessionsValidAfter} AND revoked_at IS NULL`
-            yield* revoke("user", d.userId, d.sessionsValidAfter)
             break
           }
           case "session.started":
@@ -77,7 +117,6 @@ export const IdentityProjection = defineProjection({
             yield* sql`UPDATE ${sessions} SET revoked_at = coalesce(revoked_at, ${e.recordedAt}),
                 revoke_reason = coalesce(revoke_reason, ${e.data.reason})
               WHERE session_id = ${e.data.sessionId}`
-            yield* revoke("session", e.data.sessionId, e.recordedAt)
             break
           case "apikey.created": {
             const d = e.data
@@ -102,12 +141,10 @@ export const IdentityProjection = defineProjection({
           case "oauth_client.token_issued":
             break
           case "oauth_client.token_revoked":
-            yield* revoke("token", e.data.tokenId, e.recordedAt)
             break
           case "oauth_client.deleted":
             yield* sql`UPDATE ${clients} SET deleted_at = coalesce(deleted_at, ${e.recordedAt})
               WHERE client_id = ${e.data.clientId}`
-            yield* revoke("client", e.data.clientId, e.recordedAt)
             break
         }
       }

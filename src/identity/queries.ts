@@ -62,14 +62,6 @@ export const findApiKeyByHash = (keyHash: string) =>
     )
   )
 
-export const findLiveApiKey = (keyId: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.map(
-      sql<ApiKeyRow>`SELECT ${apiKeyColumns(sql)} FROM ${sql(API_KEYS)} WHERE key_id = ${keyId} AND revoked_at IS NULL`,
-      (rows) => Option.fromNullable(rows[0])
-    )
-  )
-
 export interface Page {
   readonly page: number
   readonly display: number

@@ -55,6 +55,13 @@ export interface CommandRunnerShape {
 
 export class CommandRunner extends Context.Tag("CommandRunner")<CommandRunner, CommandRunnerShape>() {}
 
+/** Another writer won a race on the stream: loading and deciding again may succeed. */
+export const isConcurrencyConflict = (error: unknown): boolean =>
+  typeof error === "object" &&
+  error !== null &&
+  "_tag" in error &&
+  (error._tag === "WrongExpectedVersion" || error._tag === "StreamOrderingConflict")
+
 /** Public event ids derive from the source event id, keeping its UUIDv7 timestamp for ordering. */
 export const publicEventId = (sourceEventId: string, index: number): string => {
   const hex = sourceEventId.replace(/-/g, "")
@@ -228,11 +235,7 @@ export const makeCommandRunner = Effect.gen(function* () {
           streamId,
           attempt(decider, streamId, command, options).pipe(
             Effect.retry({
-              while: (e) =>
-                typeof e === "object" &&
-                e !== null &&
-                "_tag" in e &&
-                (e._tag === "WrongExpectedVersion" || e._tag === "StreamOrderingConflict"),
+              while: isConcurrencyConflict,
               schedule: Schedule.exponential("5 millis").pipe(
                 Schedule.jittered,
                 Schedule.intersect(Schedule.recurs(Math.max(0, (options.maxAttempts ?? 5) - 1)))
