@@ -5,12 +5,11 @@
  * stays in the append-only log becomes unreadable and reads back as `Shredded`.
  */
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from "node:crypto"
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
-import { dirname } from "node:path"
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Context, Data, Effect, Layer, Option, Redacted } from "effect"
-import { AppConfig, isMemoryDataDir } from "../config.js"
+import { Clock, Context, Data, Effect, Layer, Option } from "effect"
+import { AppConfig } from "../config.js"
+import { localSecret } from "../kernel/LocalSecret.js"
 import { type Shredded, shredded } from "./EventType.js"
 import { SubjectForgotten } from "./errors.js"
 
@@ -56,29 +55,28 @@ export const parseMasterKey = (text: string): Effect.Effect<MasterKey, MasterKey
  */
 export const loadMasterKey = Effect.gen(function* () {
   const config = yield* AppConfig
-  if (Option.isSome(config.dataEncryptionKey))
-    return yield* parseMasterKey(Redacted.value(config.dataEncryptionKey.value))
-  if (config.nodeEnv === "production") {
-    return yield* new MasterKeyError({ message: "DATA_ENCRYPTION_KEY is required when NODE_ENV=production" })
+  const secret = yield* localSecret({
+    configured: config.dataEncryptionKey,
+    variable: "DATA_ENCRYPTION_KEY",
+    fileName: "data-encryption.key"
+  }).pipe(Effect.mapError((e) => new MasterKeyError({ message: e.message })))
+  switch (secret.source) {
+    case "ephemeral":
+      yield* Effect.logWarning(
+        "DATA_ENCRYPTION_KEY is not set: using a throw-away key for the in-memory database"
+      )
+      break
+    case "generated":
+      yield* Effect.logWarning(
+        `DATA_ENCRYPTION_KEY is not set: generated a master key in ${secret.file}. Back it up — personal data is unreadable without it. Set DATA_ENCRYPTION_KEY in production.`
+      )
+      break
+    case "file":
+      yield* Effect.logWarning(
+        `DATA_ENCRYPTION_KEY is not set: using the generated master key in ${secret.file}`
+      )
   }
-  if (Option.isNone(config.databaseUrl) && isMemoryDataDir(config.pgliteDataDir)) {
-    yield* Effect.logWarning(
-      "DATA_ENCRYPTION_KEY is not set: using a throw-away key for the in-memory database"
-    )
-    return yield* parseMasterKey(randomBytes(32).toString("hex"))
-  }
-  const file = `${config.dataDir}/data-encryption.key`
-  if (!existsSync(file)) {
-    mkdirSync(dirname(file), { recursive: true })
-    writeFileSync(file, `${randomBytes(32).toString("hex")}\n`, { mode: 0o600, flag: "wx" })
-    chmodSync(file, 0o600)
-    yield* Effect.logWarning(
-      `DATA_ENCRYPTION_KEY is not set: generated a master key in ${file}. Back it up — personal data is unreadable without it. Set DATA_ENCRYPTION_KEY in production.`
-    )
-  } else {
-    yield* Effect.logWarning(`DATA_ENCRYPTION_KEY is not set: using the generated master key in ${file}`)
-  }
-  return yield* parseMasterKey(readFileSync(file, "utf8"))
+  return yield* parseMasterKey(secret.text)
 })
 
 /** How a personal field is stored: the subject and base64(iv ‖ tag ‖ ciphertext). */

@@ -4,12 +4,11 @@
  * `cus` (the linked customer). Verification pins the algorithm (no `alg: none`, no key confusion),
  * the issuer, and reads time from Effect's Clock so expiry is testable.
  */
-import { createSecretKey, type KeyObject, randomBytes } from "node:crypto"
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
-import { dirname } from "node:path"
-import { Clock, Context, Data, Effect, Layer, Option, Redacted } from "effect"
+import { createSecretKey, type KeyObject } from "node:crypto"
+import { Clock, Context, Data, Effect, Layer } from "effect"
 import { errors, jwtVerify, SignJWT } from "jose"
-import { AppConfig, isMemoryDataDir } from "../config.js"
+import { AppConfig } from "../config.js"
+import { localSecret } from "../kernel/LocalSecret.js"
 import type { Role } from "./permissions.js"
 
 export const ISSUER = "commerce-platform"
@@ -67,46 +66,21 @@ const MIN_SECRET_BYTES = 32
  */
 export const loadSigningKey = Effect.gen(function* () {
   const config = yield* AppConfig
-  const fromText = (text: string) => {
-    const bytes = new TextEncoder().encode(text.trim())
-    return bytes.length >= MIN_SECRET_BYTES
-      ? Effect.succeed(bytes)
-      : Effect.fail(new SigningKeyError({ message: `JWT_SECRET must be at least ${MIN_SECRET_BYTES} bytes` }))
-  }
-  if (Option.isSome(config.identity.jwtSecret))
-    return yield* fromText(Redacted.value(config.identity.jwtSecret.value))
-  if (config.nodeEnv === "production") {
-    return yield* new SigningKeyError({ message: "JWT_SECRET is required when NODE_ENV=production" })
-  }
-  if (Option.isNone(config.databaseUrl) && isMemoryDataDir(config.pgliteDataDir)) {
-    return yield* fromText(randomBytes(32).toString("hex"))
-  }
-  const file = `${config.dataDir}/jwt-secret.key`
-  const fileError = (error: unknown) =>
-    new SigningKeyError({ message: `cannot keep the generated signing key in ${file}: ${String(error)}` })
-  const created = yield* Effect.try({
-    try: () => {
-      if (existsSync(file)) return false
-      mkdirSync(dirname(file), { recursive: true })
-      try {
-        writeFileSync(file, `${randomBytes(32).toString("hex")}\n`, { mode: 0o600, flag: "wx" })
-      } catch (error) {
-        // Another process created it first: use theirs.
-        if (typeof error === "object" && error !== null && "code" in error && error.code === "EEXIST")
-          return false
-        throw error
-      }
-      chmodSync(file, 0o600)
-      return true
-    },
-    catch: fileError
-  })
-  if (created) {
+  const secret = yield* localSecret({
+    configured: config.identity.jwtSecret,
+    variable: "JWT_SECRET",
+    fileName: "jwt-secret.key"
+  }).pipe(Effect.mapError((e) => new SigningKeyError({ message: e.message })))
+  if (secret.source === "generated") {
     yield* Effect.logWarning(
-      `JWT_SECRET is not set: generated a signing key in ${file}. Set JWT_SECRET in production.`
+      `JWT_SECRET is not set: generated a signing key in ${secret.file}. Set JWT_SECRET in production.`
     )
   }
-  return yield* fromText(yield* Effect.try({ try: () => readFileSync(file, "utf8"), catch: fileError }))
+  const bytes = new TextEncoder().encode(secret.text.trim())
+  if (bytes.length < MIN_SECRET_BYTES) {
+    return yield* new SigningKeyError({ message: `JWT_SECRET must be at least ${MIN_SECRET_BYTES} bytes` })
+  }
+  return bytes
 })
 
 const stringClaim = (payload: Record<string, unknown>, name: string): string | undefined => {
