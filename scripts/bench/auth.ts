@@ -36,7 +36,7 @@ import { DatabaseInfo } from "../../src/db/Database.js"
 import { HttpAppLive, NodeServerLive } from "../../src/http/Server.js"
 import { projections } from "../../src/registry.js"
 import { servicesLayer } from "../../src/services.js"
-import { scratchDatabase } from "./scratch.js"
+import { printTable, scratchDatabase } from "./support.js"
 
 // ---------------------------------------------------------------------------------------------------
 // Settings
@@ -383,13 +383,7 @@ const program = Effect.gen(function* () {
       ""
     ]
   ]
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? []
-  const line = (r: ReadonlyArray<string>) => `| ${r.map((c, i) => c.padEnd(widths[i] ?? 0)).join(" | ")} |`
-  yield* Console.log("")
-  yield* Console.log(line(rows[0] ?? []))
-  yield* Console.log(`|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`)
-  for (const r of rows.slice(1)) yield* Console.log(line(r))
-  yield* Console.log("")
+  yield* printTable(rows)
   for (const [label, m] of [
     ["/health", health],
     ["/auth/me", me],

@@ -33,7 +33,7 @@ import { defineEvent } from "../../src/eventstore/EventType.js"
 import { defineProjection } from "../../src/kernel/Projection.js"
 import { rebuildProjection } from "../../src/kernel/Rebuild.js"
 import { uuidv7FromMillis } from "../../src/kernel/Uuid.js"
-import { scratchDatabase } from "./scratch.js"
+import { printTable, scratchDatabase } from "./support.js"
 
 // ---------------------------------------------------------------------------------------------------
 // Settings
@@ -431,13 +431,7 @@ const program = Effect.gen(function* () {
       status(rebuild.eventsPerSecond, TARGETS.rebuildEventsPerSecond)
     ]
   ]
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? []
-  const line = (r: ReadonlyArray<string>) => `| ${r.map((c, i) => c.padEnd(widths[i] ?? 0)).join(" | ")} |`
-  yield* Console.log("")
-  yield* Console.log(line(rows[0] ?? []))
-  yield* Console.log(`|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`)
-  for (const r of rows.slice(1)) yield* Console.log(line(r))
-  yield* Console.log("")
+  yield* printTable(rows)
   yield* Console.log(
     `load average at the end: ${loadAverage()} (other processes on the machine skew every number)`
   )

@@ -1,6 +1,7 @@
 /**
- * Benchmarks' database: a throw-away `cp_bench_<random>` database on the DATABASE_URL server (this
- * machine only), dropped when the scope closes; none (embedded PGlite) without DATABASE_URL.
+ * What the benchmark scripts share: their database — a throw-away `cp_bench_<random>` database on
+ * the DATABASE_URL server (this machine only), dropped when the scope closes, or none (embedded
+ * PGlite) without DATABASE_URL — and how they print their results.
  */
 import { randomBytes } from "node:crypto"
 import { Console, Effect, Option } from "effect"
@@ -50,3 +51,15 @@ export const scratchDatabase = Effect.gen(function* () {
   yield* Console.log(`scratch database ${name} on ${host}`)
   return Option.some(withDatabase(serverUrl, name))
 })
+
+/** Prints rows (the first is the header) as a Markdown table with aligned columns. */
+export const printTable = (rows: ReadonlyArray<ReadonlyArray<string>>) =>
+  Effect.gen(function* () {
+    const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? []
+    const line = (r: ReadonlyArray<string>) => `| ${r.map((c, i) => c.padEnd(widths[i] ?? 0)).join(" | ")} |`
+    yield* Console.log("")
+    yield* Console.log(line(rows[0] ?? []))
+    yield* Console.log(`|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`)
+    for (const r of rows.slice(1)) yield* Console.log(line(r))
+    yield* Console.log("")
+  })
