@@ -3,7 +3,6 @@
  * and shredded personal data), its command line and sink, and one smoke test that runs the script
  * against a database filled here.
  */
-import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -20,6 +19,7 @@ import * as Checkpoint from "../../src/eventstore/Checkpoint.js"
 import { EventStore, newEvent } from "../../src/eventstore/EventStore.js"
 import { scopedDatabaseUrl, TestPersistence } from "../support/database.js"
 import { AccountDeposited, AccountOpened } from "../support/sample.js"
+import { runScript } from "../support/scripts.js"
 
 const seed = Effect.gen(function* () {
   const store = yield* EventStore
@@ -231,23 +231,8 @@ describe("events:export command line and sink", () => {
   )
 })
 
-const runScript = (args: ReadonlyArray<string>, env: Record<string, string>) =>
-  Effect.async<{ code: number | null; stdout: string; stderr: string }>((resume) => {
-    const child = spawn("npx", ["tsx", "scripts/events-export.ts", ...args], {
-      cwd: process.cwd(),
-      env: { ...process.env, LOG_LEVEL: "warning", ...env },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.on("data", (d: Buffer) => {
-      stdout += d.toString("utf8")
-    })
-    child.stderr.on("data", (d: Buffer) => {
-      stderr += d.toString("utf8")
-    })
-    child.on("close", (code) => resume(Effect.succeed({ code, stdout, stderr })))
-  })
+const exportEvents = (args: ReadonlyArray<string>, env: Record<string, string>) =>
+  runScript("scripts/events-export.ts", args, { ...process.env, LOG_LEVEL: "warning", ...env })
 
 describe("npm run events:export", () => {
   layer(Layer.empty, { excludeTestServices: true, timeout: 120_000 })("smoke", (it) => {
@@ -276,7 +261,7 @@ describe("npm run events:export", () => {
           }
 
           const out = join(dir, "history.ndjson")
-          const toFile = yield* runScript(["--out", out, "--types", "account.opened"], env)
+          const toFile = yield* exportEvents(["--out", out, "--types", "account.opened"], env)
           expect(toFile.code, toFile.stderr).toBe(0)
           expect(existsSync(`${out}.partial`)).toBe(false)
           const lines = readFileSync(out, "utf8").trimEnd().split("\n")
@@ -288,7 +273,10 @@ describe("npm run events:export", () => {
           expect(toFile.stderr).toContain(`exported 2 events`)
           expect(toFile.stderr).toContain(`resume with --after ${items[1]?.checkpoint}`)
 
-          const toStdout = yield* runScript(["--stream", "x-1", "--after", items[0]?.checkpoint ?? ""], env)
+          const toStdout = yield* exportEvents(
+            ["--stream", "x-1", "--after", items[0]?.checkpoint ?? ""],
+            env
+          )
           expect(toStdout.code, toStdout.stderr).toBe(0)
           const streamed = toStdout.stdout
             .trimEnd()
@@ -300,7 +288,7 @@ describe("npm run events:export", () => {
           ])
           expect(toStdout.stderr).toContain("exported 2 events")
 
-          const bad = yield* runScript(["--after", "yesterday"], env)
+          const bad = yield* exportEvents(["--after", "yesterday"], env)
           expect(bad.code).toBe(2)
           expect(bad.stderr).toContain("--after")
         }),

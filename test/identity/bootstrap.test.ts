@@ -4,7 +4,6 @@
  * in production, at least 32 bytes, otherwise generated once into `<DATA_DIR>/jwt-secret.key`
  * (mode 0600) so access tokens survive a restart.
  */
-import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -23,6 +22,7 @@ import { CommandRunner } from "../../src/kernel/CommandRunner.js"
 import * as Ids from "../../src/kernel/Ids.js"
 import { scopedDatabaseUrl, testConfig, usingRealPostgres } from "../support/database.js"
 import { identityServices, PASSWORD, uniqueEmail } from "../support/identity.js"
+import { runScript } from "../support/scripts.js"
 
 // --- AdminBootstrapLive ------------------------------------------------------------------------------
 
@@ -338,32 +338,8 @@ describe("identity start-up", () => {
 
   // --- npm run admin:create ---------------------------------------------------------------------------
 
-  interface Run {
-    readonly code: number | null
-    readonly stdout: string
-    readonly stderr: string
-  }
-
   const adminCreate = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv) =>
-    Effect.async<Run>((resume) => {
-      const child = spawn("npx", ["tsx", "scripts/admin-create.ts", ...args], {
-        cwd: process.cwd(),
-        env,
-        stdio: ["ignore", "pipe", "pipe"]
-      })
-      let stdout = ""
-      let stderr = ""
-      child.stdout.on("data", (chunk: Buffer) => {
-        stdout += chunk.toString("utf8")
-      })
-      child.stderr.on("data", (chunk: Buffer) => {
-        stderr += chunk.toString("utf8")
-      })
-      child.on("close", (code) => resume(Effect.succeed({ code, stdout, stderr })))
-      return Effect.sync(() => {
-        child.kill()
-      })
-    }).pipe(Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => new Error("admin:create hung") }))
+    runScript("scripts/admin-create.ts", args, env)
 
   describe("npm run admin:create", () => {
     it.scoped.skipIf(!usingRealPostgres)(
