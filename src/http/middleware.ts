@@ -118,16 +118,33 @@ const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
       )
     }
     if (!form && !raw && text.right.trim() !== "") {
+      let nul = false
       try {
-        JSON.parse(text.right)
+        JSON.parse(text.right, (key, value) => {
+          if (key.includes("\u0000") || (typeof value === "string" && value.includes("\u0000"))) nul = true
+          return value
+        })
       } catch (e) {
         return Option.some(
           fail(400, "invalid_json", `the request body is not valid JSON: ${(e as Error).message}`)
         )
       }
+      if (nul) return Option.some(nulRefused)
     }
+    if (form && /%00/i.test(text.right)) return Option.some(nulRefused)
     return Option.none()
   })
+
+/** PostgreSQL text cannot hold U+0000: refused up front, wherever it appears, as bad input. */
+const nulRefused = fail(400, "parameter_invalid", "text must not contain NUL (U+0000) characters")
+
+/** A query string carrying an encoded NUL is refused before any handler sees it. */
+const checkQuery = (request: HttpServerRequest.HttpServerRequest) => {
+  const query = request.url.indexOf("?")
+  return query !== -1 && /%00/i.test(request.url.slice(query))
+    ? Option.some(nulRefused)
+    : Option.none<HttpServerResponse.HttpServerResponse>()
+}
 
 interface DecodeIssue {
   readonly _tag?: string
@@ -264,7 +281,8 @@ export const apiMiddleware = (
       }
       // Responses produced by the app are sent by the platform itself, so they are rewritten in a
       // pre-response handler; a request refused here is rewritten directly.
-      const refused = yield* checkBody(request)
+      const refusedQuery = checkQuery(request)
+      const refused = Option.isSome(refusedQuery) ? refusedQuery : yield* checkBody(request)
       const response = yield* (
         Option.isSome(refused)
           ? Effect.succeed(withRequestId(refused.value, requestId, request))

@@ -215,6 +215,41 @@ describe("the service", () => {
       })
     )
 
+    it.effect("a NUL character (which PostgreSQL text cannot hold) is a 400 wherever it is sent", () =>
+      Effect.gen(function* () {
+        for (const body of [
+          '{"email":"a\\u0000b@example.com","password":"whatever1"}',
+          '{"email":"a@example.com","password":"whatever1","a\\u0000":1}',
+          '{"email":"a@example.com","password":"whatever1","nested":["x","\\u0000"]}'
+        ]) {
+          const r = yield* send(
+            HttpClientRequest.post("/auth/login").pipe(HttpClientRequest.bodyText(body, "application/json"))
+          )
+          expectError(r, 400, "parameter_invalid")
+        }
+        const form = yield* send(
+          HttpClientRequest.post("/auth/token").pipe(
+            HttpClientRequest.bodyText(
+              "grant_type=client_credentials&client_id=a%00",
+              "application/x-www-form-urlencoded"
+            )
+          )
+        )
+        expectError(form, 400, "parameter_invalid")
+        expectError(yield* send(HttpClientRequest.get("/health?x=%00")), 400, "parameter_invalid")
+        // An escaped backslash followed by "u0000" is ordinary text.
+        const literal = yield* send(
+          HttpClientRequest.post("/auth/login").pipe(
+            HttpClientRequest.bodyText(
+              '{"email":"a\\\\u0000@example.com","password":"whatever1"}',
+              "application/json"
+            )
+          )
+        )
+        expectError(literal, 401, "invalid_credentials")
+      })
+    )
+
     it.effect("odd paths, headers and methods", () =>
       Effect.gen(function* () {
         const requests = [
