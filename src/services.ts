@@ -3,6 +3,7 @@ import type { SqlClient } from "@effect/sql"
 import { Layer } from "effect"
 import { OpsStatusLive, subscriptionSpecs } from "./audit/OpsStatus.js"
 import type { AppConfig } from "./config.js"
+import { CustomersLive } from "./customers/Customers.js"
 import { PersistenceLive } from "./db/layers.js"
 import type { AppendSignal } from "./eventstore/AppendSignal.js"
 import type { EventStore } from "./eventstore/EventStore.js"
@@ -35,6 +36,9 @@ export const IdentityServicesLive = IdentityLive.pipe(
   Layer.provideMerge(Layer.mergeAll(AccessTokensLive, RevocationsLive, PasswordHasherLive, RateLimiterLive))
 )
 
+/** The customers use cases (over identity's: a shopper's login follows their record). */
+export const CustomersServicesLive = CustomersLive.pipe(Layer.provideMerge(IdentityServicesLive))
+
 /**
  * Everything handlers and processors use, over a migrated database. Requires `AppConfig`. The
  * credential verifier is identity's (`CredentialVerifierLive`) unless a test passes its own.
@@ -56,7 +60,7 @@ export const servicesLayer = <E = never, R = never>(options: {
         Layer.provideMerge(Layer.succeed(RouteScopes, routeScopesOf(Api)))
       )
     ),
-    Layer.provideMerge(IdentityServicesLive),
+    Layer.provideMerge(CustomersServicesLive),
     Layer.provideMerge(Layer.mergeAll(CommandRunnerLive, DueWorkLive, ReadinessLive)),
     Layer.provideMerge(
       Layer.mergeAll(

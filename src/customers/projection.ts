@@ -1,6 +1,8 @@
 /**
- * The customers read model: one row per live customer, in clear text. Erased customers replay with
- * shredded fields and get no row.
+ * The customers read model: one row per live customer and one per address, in clear text. Each
+ * event first moves the row's `version` forward (and stops there when the row is already at or past
+ * it, or gone), so applying an event twice changes nothing. Erased customers lose their rows; on a
+ * replay their events decode with shredded fields and recreate nothing.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
@@ -11,25 +13,109 @@ import { defineProjection } from "../kernel/Projection.js"
 import { customerEventTypes } from "./events.js"
 
 export const CUSTOMERS = "customers.customers"
+export const ADDRESSES = "customers.addresses"
 
 export const CustomersProjection = defineProjection({
   name: "customers",
-  tables: [CUSTOMERS],
+  tables: [CUSTOMERS, ADDRESSES],
   events: customerEventTypes,
   apply: (events, target) =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const customers = sql(target.table(CUSTOMERS))
+      const addresses = sql(target.table(ADDRESSES))
+      /** Moves the row to this event's version; false when there is nothing (more) to apply. */
+      const advance = (customerId: string, version: number, at: Date) =>
+        Effect.map(
+          sql`UPDATE ${customers} SET version = ${version}, updated_at = ${at}
+            WHERE customer_id = ${customerId} AND version < ${version} RETURNING 1 AS ok`,
+          (rows) => rows.length > 0
+        )
       for (const e of events) {
-        const d = e.data
-        if (isShredded(d.email) || isShredded(d.firstName) || isShredded(d.lastName)) continue
-        yield* sql`INSERT INTO ${customers} (customer_id, user_id, email, email_normalized, first_name, last_name,
-            phone, tags, metadata, active, created_at, updated_at, version)
-          VALUES (${d.customerId}, ${d.userId ?? null}, ${d.email}, ${normalizeEmail(d.email)}, ${d.firstName},
-            ${d.lastName}, ${isShredded(d.phone) ? null : d.phone}, ${textArray(sql, d.tags)},
-            ${JSON.stringify(isShredded(d.metadata) ? {} : d.metadata)}::jsonb, true, ${e.recordedAt}, ${e.recordedAt},
-            ${e.streamVersion})
-          ON CONFLICT (customer_id) DO NOTHING`
+        const at = e.recordedAt
+        switch (e.type) {
+          case "customer.created": {
+            const d = e.data
+            if (isShredded(d.email) || isShredded(d.firstName) || isShredded(d.lastName)) break
+            yield* sql`INSERT INTO ${customers} (customer_id, user_id, email, email_normalized, first_name,
+                last_name, phone, tags, metadata, active, created_at, updated_at, version)
+              VALUES (${d.customerId}, ${d.userId ?? null}, ${d.email}, ${normalizeEmail(d.email)}, ${d.firstName},
+                ${d.lastName}, ${isShredded(d.phone) ? null : d.phone}, ${textArray(sql, d.tags)},
+                ${JSON.stringify(isShredded(d.metadata) ? {} : d.metadata)}::jsonb, true, ${at}, ${at},
+                ${e.streamVersion})
+              ON CONFLICT (customer_id) DO NOTHING`
+            break
+          }
+          case "customer.updated": {
+            const d = e.data
+            if (!(yield* advance(d.customerId, e.streamVersion, at))) break
+            const clear = <A>(value: A | { readonly _tag: "Shredded" } | undefined) =>
+              value === undefined || isShredded(value) ? undefined : { value }
+            const email = clear(d.email)
+            const firstName = clear(d.firstName)
+            const lastName = clear(d.lastName)
+            const phone = clear(d.phone)
+            const metadata = clear(d.metadata)
+            const changes: Record<string, string | null> = {
+              ...(email ? { email: email.value, email_normalized: normalizeEmail(email.value) } : {}),
+              ...(firstName ? { first_name: firstName.value } : {}),
+              ...(lastName ? { last_name: lastName.value } : {}),
+              ...(phone ? { phone: phone.value } : {}),
+              ...(metadata ? { metadata: JSON.stringify(metadata.value) } : {})
+            }
+            if (Object.keys(changes).length > 0) {
+              yield* sql`UPDATE ${customers} SET ${sql.update(changes)} WHERE customer_id = ${d.customerId}`
+            }
+            if (d.tags !== undefined) {
+              yield* sql`UPDATE ${customers} SET tags = ${textArray(sql, d.tags)} WHERE customer_id = ${d.customerId}`
+            }
+            break
+          }
+          case "customer.address_added": {
+            const d = e.data
+            if (isShredded(d.line1) || isShredded(d.city) || isShredded(d.country)) break
+            if (!(yield* advance(d.customerId, e.streamVersion, at))) break
+            if (d.isDefault) {
+              yield* sql`UPDATE ${addresses} SET is_default = false WHERE customer_id = ${d.customerId}`
+            }
+            const orNull = (v: string | null | { readonly _tag: "Shredded" }) => (isShredded(v) ? null : v)
+            yield* sql`INSERT INTO ${addresses} (address_id, customer_id, label, line1, city, state, postal_code,
+                country, is_default, created_at)
+              VALUES (${d.addressId}, ${d.customerId}, ${orNull(d.label)}, ${d.line1}, ${d.city}, ${orNull(d.state)},
+                ${orNull(d.postalCode)}, ${d.country}, ${d.isDefault}, ${at})
+              ON CONFLICT (address_id) DO NOTHING`
+            break
+          }
+          case "customer.address_removed": {
+            const d = e.data
+            if (!(yield* advance(d.customerId, e.streamVersion, at))) break
+            yield* sql`DELETE FROM ${addresses} WHERE address_id = ${d.addressId}`
+            yield* sql`UPDATE ${addresses} SET is_default = (address_id = ${d.defaultAddressId ?? ""})
+              WHERE customer_id = ${d.customerId}`
+            break
+          }
+          case "customer.tagged": {
+            const d = e.data
+            if (!(yield* advance(d.customerId, e.streamVersion, at))) break
+            yield* sql`UPDATE ${customers} SET tags = tags || ARRAY(
+                SELECT t FROM unnest(${textArray(sql, d.tags)}) WITH ORDINALITY AS n(t, i)
+                 WHERE NOT t = ANY(tags) ORDER BY i)
+              WHERE customer_id = ${d.customerId}`
+            break
+          }
+          case "customer.deactivated":
+          case "customer.reactivated": {
+            const d = e.data
+            if (!(yield* advance(d.customerId, e.streamVersion, at))) break
+            yield* sql`UPDATE ${customers} SET active = ${e.type === "customer.reactivated"}
+              WHERE customer_id = ${d.customerId}`
+            break
+          }
+          case "customer.erased":
+            yield* sql`DELETE FROM ${customers} WHERE customer_id = ${e.data.customerId}`
+            yield* sql`DELETE FROM ${addresses} WHERE customer_id = ${e.data.customerId}`
+            break
+        }
       }
     })
 })

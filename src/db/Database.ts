@@ -8,6 +8,7 @@ import type { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
 import { PGlite } from "@electric-sql/pglite"
+import { pg_trgm } from "@electric-sql/pglite/contrib/pg_trgm"
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import { Context, Effect, Layer, Option, type Redacted } from "effect"
 import pg from "pg"
@@ -65,7 +66,8 @@ export const embeddedLayer = (dataDir: string) =>
       if (!ephemeral) mkdirSync(dataDir, { recursive: true })
       const db = yield* Effect.acquireRelease(
         Effect.tryPromise({
-          try: () => PGlite.create(ephemeral ? "memory://" : dataDir),
+          // pg_trgm backs the customer search index (migration 0006), as on a PostgreSQL server.
+          try: () => PGlite.create(ephemeral ? "memory://" : dataDir, { extensions: { pg_trgm } }),
           catch: (cause) =>
             new SqlError({ cause, message: `Failed to open embedded PostgreSQL at ${dataDir}` })
         }),

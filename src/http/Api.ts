@@ -5,8 +5,9 @@
  */
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { CustomersApi } from "../customers/Api.js"
 import { AccountApi, ApiKeysApi, AuthApi, OAuthClientsApi } from "../identity/Api.js"
-import { routeScopesOf } from "./Auth.js"
+import { type RouteRule, routeScopesOf } from "./Auth.js"
 import {
   BadRequest,
   InternalError,
@@ -48,7 +49,7 @@ export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
   .annotate(OpenApi.Title, "System") {}
 
 /** The scopes of `Api`'s routes, for its OpenAPI document (filled in once `Api` is defined, below). */
-let apiScopes: ReadonlyMap<string, string> = new Map()
+let apiScopes: ReadonlyMap<string, RouteRule> = new Map()
 
 export class Api extends HttpApi.make("commerce-platform")
   .add(SystemApi)
@@ -56,6 +57,7 @@ export class Api extends HttpApi.make("commerce-platform")
   .add(AccountApi)
   .add(ApiKeysApi)
   .add(OAuthClientsApi)
+  .add(CustomersApi)
   .addError(BadRequest)
   .addError(PayloadTooLarge)
   .addError(UnsupportedMediaType)

@@ -84,11 +84,12 @@ export const AuthenticationLive = Layer.effect(
           const request = yield* HttpServerRequest.HttpServerRequest
           const actor = yield* authenticate(verifier, request.headers.authorization)
           const route = yield* Effect.serviceOption(HttpRouter.RouteContext)
-          const scope = Option.flatMapNullable(route, (r) =>
+          const rule = Option.flatMapNullable(route, (r) =>
             scopes.get(routeKey(r.route.method, r.route.path))
           )
-          if (Option.isSome(scope) && !hasScope(actor, scope.value))
-            return yield* Effect.fail(insufficient(scope.value))
+          if (Option.isNone(rule)) return actor
+          if (!hasScope(actor, rule.value.scope)) return yield* Effect.fail(insufficient(rule.value.scope))
+          if (rule.value.staffOnly && actor.role === "customer") return yield* Effect.fail(staffOnly)
           return actor
         })
     })
@@ -110,6 +111,11 @@ export const hasScope = (actor: AuthenticatedActor, scope: string): boolean =>
 const insufficient = (scope: string) =>
   Forbidden.of({ code: "insufficient_scope", message: `this credential lacks the ${scope} scope` })
 
+const staffOnly = Forbidden.of({
+  code: "insufficient_scope",
+  message: "this operation needs a staff credential (an admin user, an API key or an OAuth client)"
+})
+
 /** Fails with 403 `insufficient_scope` unless the current actor holds `scope`. */
 export const requireScope = (scope: string) =>
   Effect.flatMap(CurrentActor, (actor) =>
@@ -122,27 +128,42 @@ export const requireScope = (scope: string) =>
  */
 export class RequiredScope extends Context.Tag("http/RequiredScope")<RequiredScope, string>() {}
 
+/**
+ * An endpoint shoppers may not call even though their role holds its scope (creating, tagging or
+ * erasing customers acts on other records than their own): their tokens get 403.
+ */
+export class StaffOnly extends Context.Tag("http/StaffOnly")<StaffOnly, boolean>() {}
+
 export const routeKey = (method: string, path: string): string => `${method.toUpperCase()} ${path}`
 
-/** `METHOD /path/:param` → the scope it requires, from the HttpApi's `RequiredScope` annotations. */
+export interface RouteRule {
+  readonly scope: string
+  readonly staffOnly: boolean
+}
+
+/** `METHOD /path/:param` → what it requires, from the HttpApi's `RequiredScope`/`StaffOnly` annotations. */
 export class RouteScopes extends Context.Tag("http/RouteScopes")<
   RouteScopes,
-  ReadonlyMap<string, string>
+  ReadonlyMap<string, RouteRule>
 >() {}
 
 export const routeScopesOf = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
   api: HttpApi.HttpApi<Id, Groups, E, R>
-): ReadonlyMap<string, string> => {
-  const table = new Map<string, string>()
+): ReadonlyMap<string, RouteRule> => {
+  const table = new Map<string, RouteRule>()
   HttpApi.reflect(api, {
     onGroup: () => {},
     onEndpoint: ({ endpoint, mergedAnnotations }) => {
       const scope = Context.getOption(mergedAnnotations, RequiredScope)
-      if (Option.isSome(scope)) table.set(routeKey(endpoint.method, endpoint.path), scope.value)
+      if (Option.isNone(scope)) return
+      table.set(routeKey(endpoint.method, endpoint.path), {
+        scope: scope.value,
+        staffOnly: Option.getOrElse(Context.getOption(mergedAnnotations, StaffOnly), () => false)
+      })
     }
   })
   return table
 }
 
 /** For an API without `RequiredScope` annotations (handlers check scopes themselves). */
-export const NoRouteScopes = Layer.succeed(RouteScopes, new Map<string, string>())
+export const NoRouteScopes = Layer.succeed(RouteScopes, new Map<string, RouteRule>())

@@ -7,6 +7,7 @@ import { HttpApiBuilder, HttpApiScalar, type HttpApp, HttpServer } from "@effect
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { AppConfig } from "../config.js"
+import { CustomersHttpLive } from "../customers/Http.js"
 import { IdentityHttpLive } from "../identity/Http.js"
 import { HttpMetrics, HttpMetricsLive, METRICS_PATH, MetricsRouteLive } from "../observability/Metrics.js"
 import { Api } from "./Api.js"
@@ -17,7 +18,9 @@ import { RPC_PATH, RpcLive } from "./Rpc.js"
 import { SystemHttpLive } from "./SystemHttp.js"
 
 /** Every group's handlers. Contexts add their `<Context>HttpLive` here. */
-export const ApiLive = HttpApiBuilder.api(Api).pipe(Layer.provide([SystemHttpLive, IdentityHttpLive]))
+export const ApiLive = HttpApiBuilder.api(Api).pipe(
+  Layer.provide([SystemHttpLive, IdentityHttpLive, CustomersHttpLive])
+)
 
 const rateLimits = rateLimitMiddleware()
 const idempotencyKeys = idempotencyMiddleware()

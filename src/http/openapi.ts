@@ -2,7 +2,10 @@
  * Makes the generated OpenAPI document describe what clients really receive: error bodies are
  * `{ "error": {…} }` without the internal `_tag`, and schema-decode failures arrive as the
  * documented 400 `BadRequest` body (the middleware rewrites them), not as `HttpApiDecodeError`.
+ * Free-form values (metadata) lose the `$id` Effect gives every `Schema.Unknown`.
  */
+import type { RouteRule } from "./Auth.js"
+
 type Json = unknown
 
 const DECODE_REF = "#/components/schemas/HttpApiDecodeError"
@@ -12,7 +15,11 @@ const rewrite = (node: Json): Json => {
   if (typeof node !== "object" || node === null) return node
   const obj = node as Record<string, Json>
   const out: Record<string, Json> = {}
-  for (const [key, value] of Object.entries(obj)) out[key] = rewrite(value)
+  for (const [key, value] of Object.entries(obj)) {
+    // Effect marks every `Schema.Unknown` with the same `$id`, which must be unique in a document.
+    if (key === "$id" && value === "/schemas/unknown") continue
+    out[key] = rewrite(value)
+  }
   const anyOf = out.anyOf
   if (Array.isArray(anyOf) && anyOf.length > 1) {
     const kept = anyOf.filter((s) => (s as { $ref?: unknown }).$ref !== DECODE_REF)
@@ -48,7 +55,7 @@ const isRecord = (value: unknown): value is Record<string, unknown> =>
  */
 export const documentScopes = (
   spec: Record<string, unknown>,
-  scopes: ReadonlyMap<string, string>
+  scopes: ReadonlyMap<string, RouteRule>
 ): Record<string, unknown> => {
   const paths = spec.paths
   if (!isRecord(paths)) return spec
@@ -57,14 +64,16 @@ export const documentScopes = (
     const routePath = path.replace(/\{([^}]+)\}/g, ":$1")
     for (const [method, operation] of Object.entries(item)) {
       if (!isRecord(operation) || !Array.isArray(operation.security)) continue
-      const scope = scopes.get(`${method.toUpperCase()} ${routePath}`)
-      if (scope === undefined) continue
+      const rule = scopes.get(`${method.toUpperCase()} ${routePath}`)
+      if (rule === undefined) continue
       operation.security = operation.security.map((requirement) =>
         isRecord(requirement)
-          ? Object.fromEntries(Object.keys(requirement).map((name) => [name, [scope]]))
+          ? Object.fromEntries(Object.keys(requirement).map((name) => [name, [rule.scope]]))
           : requirement
       )
-      const note = `Requires the \`${scope}\` scope.`
+      const note = rule.staffOnly
+        ? `Requires the \`${rule.scope}\` scope, on a staff credential: shoppers get 403.`
+        : `Requires the \`${rule.scope}\` scope.`
       operation.description =
         typeof operation.description === "string" ? `${operation.description}\n\n${note}` : note
     }

@@ -7,14 +7,11 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/p
 import { Schema } from "effect"
 import { Authentication, RequiredScope } from "../http/Auth.js"
 import { Conflict, Forbidden, NotFound, TooManyRequests, Unauthorized } from "../http/errors.js"
+import { Text } from "../http/Fields.js"
 import { ListOf, PageParams } from "../http/Lists.js"
 import { EmailSchema } from "../kernel/Email.js"
 
-const Name = (field: string) =>
-  Schema.Trim.pipe(
-    Schema.minLength(1, { message: () => `${field} must not be empty` }),
-    Schema.maxLength(100, { message: () => `${field} must be at most 100 characters` })
-  )
+const Name = (field: string) => Text(field)
 
 // --- Shapes ----------------------------------------------------------------------------------------
 
@@ -104,14 +101,20 @@ export class AuthApi extends HttpApiGroup.make("auth")
       .setPayload(Schema.Struct({ email: Schema.String, password: Schema.String }))
       .addSuccess(TokenSet)
       .addError(Unauthorized)
+      .addError(Forbidden)
       .addError(TooManyRequests)
       .annotate(OpenApi.Summary, "Log in with email and password")
+      .annotate(
+        OpenApi.Description,
+        "A shopper whose customer record is deactivated gets 403 `account_deactivated` (only with the right password)."
+      )
   )
   .add(
     HttpApiEndpoint.post("refresh", "/auth/refresh")
       .setPayload(Schema.Struct({ refreshToken: Schema.String }))
       .addSuccess(TokenSet)
       .addError(Unauthorized)
+      .addError(Forbidden)
       .annotate(
         OpenApi.Summary,
         "Exchange a refresh token (single use) for a new token set; a reused one revokes its session"

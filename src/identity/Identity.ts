@@ -11,16 +11,15 @@ import { AppConfig } from "../config.js"
 import { CustomerDecider, customerStream } from "../customers/decider.js"
 import { CUSTOMERS } from "../customers/projection.js"
 import { isUniqueViolation } from "../db/Sql.js"
-import { AppendSignal } from "../eventstore/AppendSignal.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import { type AuthenticatedActor, hasScope } from "../http/Auth.js"
 import { BadRequest, Conflict, Forbidden, NotFound, orDieUnlessHttp, Unauthorized } from "../http/errors.js"
-import { CurrentRequestId } from "../http/middleware.js"
 import { RateLimiter, rateLimitPolicy } from "../http/RateLimit.js"
-import { CommandRunner, isConcurrencyConflict } from "../kernel/CommandRunner.js"
+import { CommandRunner } from "../kernel/CommandRunner.js"
 import { normalizeEmail } from "../kernel/Email.js"
 import * as Ids from "../kernel/Ids.js"
 import * as Time from "../kernel/Time.js"
+import { commandMetadata, makeTransact } from "../kernel/UseCase.js"
 import {
   ApiKeyDecider,
   apiKeyStream,
@@ -100,6 +99,11 @@ const invalidRefreshToken = Unauthorized.of({
   message: "the refresh token is not valid"
 })
 const revokedToken = Unauthorized.of({ code: "token_revoked", message: "this token has been revoked" })
+/** Only said once the password (or refresh token) proved the caller owns the account. */
+const accountDeactivated = Forbidden.of({
+  code: "account_deactivated",
+  message: "this account has been deactivated: contact the store to reactivate it"
+})
 const notFound = (what: string, param = "id") => NotFound.of({ message: `No such ${what}`, param })
 
 const weakPassword = (message: string) => BadRequest.of({ code: "weak_password", message, param: "password" })
@@ -154,7 +158,6 @@ export const makeIdentity = Effect.gen(function* () {
   const tokens = yield* AccessTokens
   const revocations = yield* Revocations
   const hasher = yield* PasswordHasher
-  const signal = yield* AppendSignal
   const config = yield* AppConfig
   const limiter = yield* RateLimiter
   const throttle = makeLoginThrottle(limiter, config)
@@ -176,22 +179,8 @@ export const makeIdentity = Effect.gen(function* () {
   const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.provideService(effect, SqlClient.SqlClient, sql)
 
-  const metadataFor = (actor: ActorRef) =>
-    Effect.map(
-      CurrentRequestId,
-      (requestId): EventMetadata => (requestId === undefined ? { actor } : { actor, requestId })
-    )
-
-  /**
-   * Commands of one use case in one transaction; local processors are woken once it committed.
-   * A stream-ordering conflict cannot resolve inside the transaction (its id is older than the
-   * competing commit's), so the whole transaction runs again.
-   */
-  const transact = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-    sql.withTransaction(effect).pipe(
-      Effect.retry({ times: 3, while: isConcurrencyConflict }),
-      Effect.tap(() => signal.notify)
-    )
+  const metadataFor = commandMetadata
+  const transact = yield* makeTransact
 
   /** A new session's ids, refresh token and the command that starts it (run inside the caller's transaction). */
   const newSession = (userId: string) =>
@@ -339,6 +328,7 @@ export const makeIdentity = Effect.gen(function* () {
       }
       const user = found.value
       yield* throttle.succeeded(input.email)
+      if (user.deactivatedAt !== null) return yield* Effect.fail(accountDeactivated)
       const session = yield* newSession(user.userId)
       const metadata = yield* metadataFor({ type: "user", id: user.userId })
       // The contended stream (the user's) first: a conflict there is met before anything else.
@@ -352,6 +342,12 @@ export const makeIdentity = Effect.gen(function* () {
           ),
           session.start(metadata)
         )
+      ).pipe(
+        // Deactivated (or erased) between the lookup and the command.
+        Effect.catchTags({
+          UserIsDeactivated: () => Effect.fail(accountDeactivated),
+          UserNotFound: () => Effect.fail(invalidCredentials)
+        })
       )
       yield* forgetProfile(user.userId)
       return yield* tokenSet(
@@ -371,6 +367,7 @@ export const makeIdentity = Effect.gen(function* () {
       const found = yield* withSql(findUserById(loaded.state.userId))
       if (Option.isNone(found)) return yield* Effect.fail(revokedToken)
       const user = found.value
+      if (user.deactivatedAt !== null) return yield* Effect.fail(accountDeactivated)
       const refreshToken = `rt_${suffixOf(sessionId)}${randomBase62()}`
       const tokenId = randomUUID()
       const now = yield* Time.now
@@ -787,6 +784,7 @@ export const makeIdentity = Effect.gen(function* () {
     }).pipe(orDieUnlessHttp)
 
   return {
+    forgetProfile,
     register,
     login,
     refresh,

@@ -19,10 +19,14 @@ import {
   SessionRevoked,
   SessionStarted,
   TokenRefreshed,
+  UserDeactivated,
+  UserErased,
   type UserEvent,
   UserLoggedIn,
   UserPasswordReset,
   UserPasswordResetRequested,
+  UserProfileChanged,
+  UserReactivated,
   UserRegistered
 } from "./events.js"
 import type { Role } from "./permissions.js"
@@ -36,6 +40,7 @@ export const oauthClientStream = (clientId: string) => `oauth_client-${clientId}
 
 export class UserAlreadyExists extends Data.TaggedError("UserAlreadyExists")<{ readonly userId: string }> {}
 export class UserNotFound extends Data.TaggedError("UserNotFound")<{ readonly userId: string }> {}
+export class UserIsDeactivated extends Data.TaggedError("UserIsDeactivated")<{ readonly userId: string }> {}
 export class ResetTokenInvalid extends Data.TaggedError("ResetTokenInvalid")<{
   readonly reason: "unknown" | "used" | "expired"
 }> {}
@@ -67,7 +72,7 @@ export interface PendingReset {
 }
 
 export interface UserState {
-  readonly status: "none" | "active"
+  readonly status: "none" | "active" | "erased"
   readonly userId: string
   readonly email: string | null
   readonly firstName: string | null
@@ -79,6 +84,8 @@ export interface UserState {
   /** Hashes of reset tokens already used or superseded (the latest few), to answer "used". */
   readonly spentResetHashes: ReadonlyArray<string>
   readonly sessionsValidAfter: Date | undefined
+  /** Its customer record is deactivated: logins are refused until it is reactivated. */
+  readonly deactivated: boolean
 }
 
 const initialUser: UserState = {
@@ -92,7 +99,8 @@ const initialUser: UserState = {
   customerId: undefined,
   pendingReset: undefined,
   spentResetHashes: [],
-  sessionsValidAfter: undefined
+  sessionsValidAfter: undefined,
+  deactivated: false
 }
 
 const SPENT_RESETS_KEPT = 10
@@ -127,10 +135,30 @@ export type UserCommand =
       readonly now: Date
     }
   | { readonly _tag: "SetPassword"; readonly passwordHash: string; readonly now: Date }
+  | {
+      readonly _tag: "ChangeProfile"
+      readonly email?: string
+      readonly firstName?: string
+      readonly lastName?: string
+    }
+  | { readonly _tag: "Deactivate"; readonly now: Date }
+  | { readonly _tag: "Reactivate" }
+  | { readonly _tag: "Erase"; readonly now: Date }
+
+const laterOf = (a: Date | undefined, b: Date): Date => (a !== undefined && a.getTime() > b.getTime() ? a : b)
 
 export const UserDecider = defineDecider({
   streamType: "user",
-  events: [UserRegistered, UserLoggedIn, UserPasswordResetRequested, UserPasswordReset],
+  events: [
+    UserRegistered,
+    UserLoggedIn,
+    UserPasswordResetRequested,
+    UserPasswordReset,
+    UserProfileChanged,
+    UserDeactivated,
+    UserReactivated,
+    UserErased
+  ],
   initialState: initialUser,
   // No snapshots: they would keep personal fields in clear beyond crypto-shredding. A user's stream
   // grows by one event per login, which stays short at any realistic login rate.
@@ -168,12 +196,34 @@ export const UserDecider = defineDecider({
           pendingReset: undefined,
           sessionsValidAfter: event.data.sessionsValidAfter
         }
+      case "user.profile_changed": {
+        const d = event.data
+        return {
+          ...state,
+          ...(d.email === undefined ? {} : { email: reveal(d.email) }),
+          ...(d.firstName === undefined ? {} : { firstName: reveal(d.firstName) }),
+          ...(d.lastName === undefined ? {} : { lastName: reveal(d.lastName) })
+        }
+      }
+      case "user.deactivated":
+        return {
+          ...state,
+          deactivated: true,
+          sessionsValidAfter: laterOf(state.sessionsValidAfter, event.data.sessionsValidAfter)
+        }
+      case "user.reactivated":
+        return { ...state, deactivated: false }
+      case "user.erased":
+        return { ...initialUser, status: "erased", userId: state.userId }
     }
   },
   decide: (
     command: UserCommand,
     state: UserState
-  ): Effect.Effect<ReadonlyArray<UserEvent>, UserAlreadyExists | UserNotFound | ResetTokenInvalid> => {
+  ): Effect.Effect<
+    ReadonlyArray<UserEvent>,
+    UserAlreadyExists | UserNotFound | UserIsDeactivated | ResetTokenInvalid
+  > => {
     if (command._tag === "Register") {
       return state.status !== "none"
         ? Effect.fail(new UserAlreadyExists({ userId: command.userId }))
@@ -189,9 +239,10 @@ export const UserDecider = defineDecider({
             })
           ])
     }
-    if (state.status === "none") return Effect.fail(new UserNotFound({ userId: state.userId }))
+    if (state.status !== "active") return Effect.fail(new UserNotFound({ userId: state.userId }))
     switch (command._tag) {
       case "RecordLogin":
+        if (state.deactivated) return Effect.fail(new UserIsDeactivated({ userId: state.userId }))
         return Effect.succeed([UserLoggedIn.make({ userId: state.userId, sessionId: command.sessionId })])
       case "RequestPasswordReset":
         return Effect.succeed([
@@ -229,6 +280,32 @@ export const UserDecider = defineDecider({
             sessionsValidAfter: command.now
           })
         ])
+      case "ChangeProfile": {
+        const changed = {
+          ...(command.email === undefined || command.email === state.email ? {} : { email: command.email }),
+          ...(command.firstName === undefined || command.firstName === state.firstName
+            ? {}
+            : { firstName: command.firstName }),
+          ...(command.lastName === undefined || command.lastName === state.lastName
+            ? {}
+            : { lastName: command.lastName })
+        }
+        return Effect.succeed(
+          Object.keys(changed).length === 0
+            ? []
+            : [UserProfileChanged.make({ userId: state.userId, ...changed })]
+        )
+      }
+      case "Deactivate":
+        return Effect.succeed(
+          state.deactivated
+            ? []
+            : [UserDeactivated.make({ userId: state.userId, sessionsValidAfter: command.now })]
+        )
+      case "Reactivate":
+        return Effect.succeed(state.deactivated ? [UserReactivated.make({ userId: state.userId })] : [])
+      case "Erase":
+        return Effect.succeed([UserErased.make({ userId: state.userId, sessionsValidAfter: command.now })])
     }
   },
   publicEvents: (event, state) =>

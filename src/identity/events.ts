@@ -62,6 +62,31 @@ export const UserPasswordReset = defineEvent("user.password_reset", {
   subject: (d) => d.userId
 })
 
+/** A registered shopper's customer record changed its email or name: the login follows it. */
+export const UserProfileChanged = defineEvent("user.profile_changed", {
+  schema: Schema.Struct({
+    userId: Schema.String,
+    email: Schema.optional(Personal(Schema.String)),
+    firstName: Schema.optional(Personal(Schema.String)),
+    lastName: Schema.optional(Personal(Schema.String))
+  }),
+  subject: (d) => d.userId
+})
+
+/** The shopper's customer record was deactivated: no login, no refresh, sessions before this die. */
+export const UserDeactivated = defineEvent("user.deactivated", {
+  schema: Schema.Struct({ userId: Schema.String, sessionsValidAfter: Schema.Date })
+})
+
+export const UserReactivated = defineEvent("user.reactivated", {
+  schema: Schema.Struct({ userId: Schema.String })
+})
+
+/** Erased with its customer record: written just before the user's key is destroyed. */
+export const UserErased = defineEvent("user.erased", {
+  schema: Schema.Struct({ userId: Schema.String, sessionsValidAfter: Schema.Date })
+})
+
 // --- Sessions (one refresh-token family each) ------------------------------------------------------
 
 export const SessionStarted = defineEvent("session.started", {
@@ -148,6 +173,10 @@ export const identityEventTypes = [
   UserLoggedIn,
   UserPasswordResetRequested,
   UserPasswordReset,
+  UserProfileChanged,
+  UserDeactivated,
+  UserReactivated,
+  UserErased,
   SessionStarted,
   TokenRefreshed,
   SessionRevoked,
@@ -164,6 +193,10 @@ export type UserEvent =
   | EventOf<typeof UserLoggedIn>
   | EventOf<typeof UserPasswordResetRequested>
   | EventOf<typeof UserPasswordReset>
+  | EventOf<typeof UserProfileChanged>
+  | EventOf<typeof UserDeactivated>
+  | EventOf<typeof UserReactivated>
+  | EventOf<typeof UserErased>
 export type SessionEvent =
   | EventOf<typeof SessionStarted>
   | EventOf<typeof TokenRefreshed>

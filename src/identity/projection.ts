@@ -44,7 +44,9 @@ export const revocationOf = (event: Recorded<IdentityEvent>): Revocation | undef
     case "session.revoked":
       return { kind: "session", subjectId: event.data.sessionId, revokedAt: event.recordedAt }
     case "user.password_reset":
-      // Sessions started before the reset die: the entry's time is that instant.
+    case "user.deactivated":
+    case "user.erased":
+      // Sessions started before that instant die: the entry's time is that instant.
       return { kind: "user", subjectId: event.data.userId, revokedAt: event.data.sessionsValidAfter }
     case "oauth_client.token_revoked":
       return { kind: "token", subjectId: event.data.tokenId, revokedAt: event.recordedAt }
@@ -104,6 +106,39 @@ export const IdentityProjection = defineProjection({
               WHERE user_id = ${d.userId} AND started_at < ${d.sessionsValidAfter} AND revoked_at IS NULL`
             break
           }
+          case "user.profile_changed": {
+            const d = e.data
+            const clear = (v: typeof d.email) => (v === undefined || isShredded(v) ? undefined : v)
+            const email = clear(d.email)
+            const firstName = clear(d.firstName)
+            const lastName = clear(d.lastName)
+            const changes: Record<string, string> = {
+              ...(email === undefined ? {} : { email, email_normalized: normalizeEmail(email) }),
+              ...(firstName === undefined ? {} : { first_name: firstName }),
+              ...(lastName === undefined ? {} : { last_name: lastName })
+            }
+            if (Object.keys(changes).length > 0) {
+              yield* sql`UPDATE ${users} SET ${sql.update(changes)} WHERE user_id = ${d.userId}`
+            }
+            break
+          }
+          case "user.deactivated": {
+            const d = e.data
+            yield* sql`UPDATE ${users} SET deactivated_at = ${d.sessionsValidAfter},
+                sessions_valid_after = GREATEST(coalesce(sessions_valid_after, ${d.sessionsValidAfter}), ${d.sessionsValidAfter})
+              WHERE user_id = ${d.userId}`
+            yield* sql`UPDATE ${sessions} SET revoked_at = ${d.sessionsValidAfter}, revoke_reason = 'deactivated'
+              WHERE user_id = ${d.userId} AND started_at < ${d.sessionsValidAfter} AND revoked_at IS NULL`
+            break
+          }
+          case "user.reactivated":
+            yield* sql`UPDATE ${users} SET deactivated_at = NULL WHERE user_id = ${e.data.userId}`
+            break
+          case "user.erased":
+            yield* sql`DELETE FROM ${users} WHERE user_id = ${e.data.userId}`
+            yield* sql`UPDATE ${sessions} SET revoked_at = ${e.data.sessionsValidAfter}, revoke_reason = 'erased'
+              WHERE user_id = ${e.data.userId} AND revoked_at IS NULL`
+            break
           case "session.started":
             yield* sql`INSERT INTO ${sessions} (session_id, user_id, started_at, expires_at)
               VALUES (${e.data.sessionId}, ${e.data.userId}, ${e.data.startedAt}, ${e.data.expiresAt})

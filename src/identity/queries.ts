@@ -16,11 +16,14 @@ export interface UserRow {
   readonly createdAt: Date
   readonly lastLoginAt: Date
   readonly sessionsValidAfter: Date | null
+  /** Set while the linked customer record is deactivated: no login, no refresh. */
+  readonly deactivatedAt: Date | null
 }
 
 const userColumns = (sql: SqlClient.SqlClient) => sql`user_id AS "userId", email, first_name AS "firstName",
   last_name AS "lastName", role, customer_id AS "customerId", password_hash AS "passwordHash",
-  created_at AS "createdAt", last_login_at AS "lastLoginAt", sessions_valid_after AS "sessionsValidAfter"`
+  created_at AS "createdAt", last_login_at AS "lastLoginAt", sessions_valid_after AS "sessionsValidAfter",
+  deactivated_at AS "deactivatedAt"`
 
 export const findUserByEmail = (email: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>

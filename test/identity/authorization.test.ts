@@ -9,7 +9,7 @@ import { layer } from "@effect/vitest"
 import { Context, Effect, Option } from "effect"
 import { expect } from "vitest"
 import { Api } from "../../src/http/Api.js"
-import { Authentication, RequiredScope } from "../../src/http/Auth.js"
+import { Authentication, RequiredScope, StaffOnly } from "../../src/http/Auth.js"
 import { ALL_SCOPES, CUSTOMER_SCOPES } from "../../src/identity/permissions.js"
 import { AccessTokens } from "../../src/identity/tokens.js"
 import * as Ids from "../../src/kernel/Ids.js"
@@ -22,16 +22,40 @@ interface ProtectedRoute {
   readonly method: Method
   readonly path: string
   readonly scope: string | undefined
+  /** Shoppers are refused although their role holds the scope. */
+  readonly staffOnly: boolean
 }
 
 /** Routes any authenticated credential may call (they act on the caller itself). */
 const SELF_ROUTES = new Set(["POST /auth/logout", "GET /auth/me"])
 
+/** Another shopper's records, which the fixtures below aim at. */
+interface OtherCustomer {
+  readonly token: string
+  readonly customerId: string
+  readonly addressId: string
+}
+
+interface OtherCustomerFixture {
+  /** The route's path aimed at the other customer's record. */
+  readonly path: (other: OtherCustomer) => string
+  /** A valid body, so only ownership can refuse it. */
+  readonly json?: unknown
+}
+
 /**
  * Routes a shopper reaches that take a record id: each needs a fixture proving another customer's
- * record answers 404 (added by the contexts that own such routes).
+ * record answers 404 and stays unchanged (added by the contexts that own such routes).
  */
-const OTHER_CUSTOMER_FIXTURES: Record<string, never> = {}
+const OTHER_CUSTOMER_FIXTURES: Record<string, OtherCustomerFixture> = {
+  "GET /user/:id": { path: (o) => `/user/${o.customerId}` },
+  "PUT /user/:id": { path: (o) => `/user/${o.customerId}`, json: { firstName: "Mallory" } },
+  "POST /user/:id/address": {
+    path: (o) => `/user/${o.customerId}/address`,
+    json: { line1: "1 Evil St", city: "Paris", country: "FR" }
+  },
+  "DELETE /user/:id/address/:address_id": { path: (o) => `/user/${o.customerId}/address/${o.addressId}` }
+}
 
 const protectedRoutes: ReadonlyArray<ProtectedRoute> = (() => {
   const routes: Array<ProtectedRoute> = []
@@ -52,7 +76,8 @@ const protectedRoutes: ReadonlyArray<ProtectedRoute> = (() => {
       routes.push({
         method,
         path: endpoint.path,
-        scope: Option.getOrUndefined(Context.getOption(mergedAnnotations, RequiredScope))
+        scope: Option.getOrUndefined(Context.getOption(mergedAnnotations, RequiredScope)),
+        staffOnly: Option.getOrElse(Context.getOption(mergedAnnotations, StaffOnly), () => false)
       })
     }
   })
@@ -207,7 +232,7 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("authorizat
           const shopper = yield* registerShopper()
           const r = yield* call(route.method, concrete(route.path), { token: shopper.accessToken, json: {} })
           const allowed = route.scope === undefined || CUSTOMER_SCOPES.includes(route.scope)
-          if (!allowed) {
+          if (!allowed || route.staffOnly) {
             expectError(r, 403, "insufficient_scope", `${key(route)} as a shopper`)
             continue
           }
@@ -220,5 +245,31 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("authorizat
           }
         }
       })
+  )
+  it.effect("another customer's records answer 404 to a shopper and stay unchanged", () =>
+    Effect.gen(function* () {
+      const me = yield* registerShopper()
+      const victim = yield* registerShopper()
+      const victimMe = yield* call("GET", "/auth/me", { token: victim.accessToken })
+      const customerId: string = victimMe.body.customerId
+      const address = yield* call("POST", "/user/me/address", {
+        token: victim.accessToken,
+        json: { line1: "1 Main St", city: "Lyon", country: "FR" }
+      })
+      expect(address.status, address.text).toBe(201)
+      const other: OtherCustomer = { token: victim.accessToken, customerId, addressId: address.body.id }
+      const before = yield* call("GET", `/user/${customerId}`, { token: victim.accessToken })
+      expect(before.status).toBe(200)
+      for (const [route, fixture] of Object.entries(OTHER_CUSTOMER_FIXTURES)) {
+        const method = route.slice(0, route.indexOf(" ")) as Method
+        const r = yield* call(method, fixture.path(other), {
+          token: me.accessToken,
+          ...(fixture.json === undefined ? {} : { json: fixture.json })
+        })
+        expectError(r, 404, "resource_missing", `${route} on another customer's record`)
+      }
+      const after = yield* call("GET", `/user/${customerId}`, { token: victim.accessToken })
+      expect(after.body).toEqual(before.body)
+    })
   )
 })

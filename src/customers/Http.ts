@@ -1,0 +1,29 @@
+/** Handlers of `/user`: each hands the request to `Customers` with the current actor. */
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect } from "effect"
+import { Api } from "../http/Api.js"
+import { CurrentActor } from "../http/Auth.js"
+import { Customers } from "./Customers.js"
+
+export const CustomersHttpLive = HttpApiBuilder.group(Api, "customers", (handlers) =>
+  Effect.gen(function* () {
+    const customers = yield* Customers
+    const withActor = <A, E, R>(f: (actor: typeof CurrentActor.Service) => Effect.Effect<A, E, R>) =>
+      Effect.flatMap(CurrentActor, f)
+    return handlers
+      .handle("list", ({ urlParams }) => withActor((actor) => customers.list(actor, urlParams)))
+      .handle("create", ({ payload }) => withActor((actor) => customers.create(actor, payload)))
+      .handle("get", ({ path }) => withActor((actor) => customers.get(actor, path.id)))
+      .handle("update", ({ path, payload }) =>
+        withActor((actor) => customers.update(actor, path.id, payload))
+      )
+      .handle("erase", ({ path }) => withActor((actor) => customers.erase(actor, path.id)))
+      .handle("addAddress", ({ path, payload }) =>
+        withActor((actor) => customers.addAddress(actor, path.id, payload))
+      )
+      .handle("removeAddress", ({ path }) =>
+        withActor((actor) => customers.removeAddress(actor, path.id, path.address_id))
+      )
+      .handle("tag", ({ path, payload }) => withActor((actor) => customers.tag(actor, path.id, payload.tags)))
+  })
+)

@@ -1,0 +1,124 @@
+/** Read-model lookups of the customers context (`GET /user`, `GET /user/:id`, email ownership). */
+import { SqlClient } from "@effect/sql"
+import { Effect, Option } from "effect"
+import { USERS } from "../identity/projection.js"
+import { normalizeEmail } from "../kernel/Email.js"
+import { ADDRESSES, CUSTOMERS } from "./projection.js"
+
+export const SORT_FIELDS = ["createdAt", "totalSpent", "orderCount", "email", "lastName"] as const
+export type SortField = (typeof SORT_FIELDS)[number]
+
+export interface CustomerSort {
+  readonly field: SortField
+  readonly direction: "asc" | "desc"
+}
+
+export interface CustomerListQuery {
+  readonly page: number
+  readonly display: number
+  readonly sort: CustomerSort
+  /** Case-insensitive substring of first name, last name or email ("ada lovelace" spans both names). */
+  readonly q?: string | undefined
+  readonly tag?: string | undefined
+  /** Created strictly after this instant. */
+  readonly since?: Date | undefined
+  /** Only this customer (a shopper lists only their own record). */
+  readonly customerId?: string | undefined
+}
+
+export interface CustomerSummaryRow {
+  readonly id: string
+  readonly email: string
+  readonly firstName: string
+  readonly lastName: string
+  readonly orderCount: number
+  readonly totalSpent: number
+  readonly createdAt: Date
+}
+
+export interface AddressRow {
+  readonly id: string
+  readonly label: string | null
+  readonly line1: string
+  readonly city: string
+  readonly state: string | null
+  readonly postalCode: string | null
+  readonly country: string
+  readonly isDefault: boolean
+}
+
+export interface CustomerRow extends CustomerSummaryRow {
+  readonly phone: string | null
+  readonly metadata: Readonly<Record<string, unknown>>
+  readonly tags: ReadonlyArray<string>
+  readonly active: boolean
+  readonly userId: string | null
+  readonly updatedAt: Date
+  readonly addresses: ReadonlyArray<AddressRow>
+}
+
+const SORT_COLUMNS: Record<SortField, string> = {
+  createdAt: "created_at",
+  totalSpent: "total_spent",
+  orderCount: "order_count",
+  email: "email_normalized",
+  lastName: "lower(last_name)"
+}
+
+/** `%`, `_` and `\` match themselves in a search, not as LIKE wildcards. */
+const likeEscape = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)
+
+export const listCustomers = (query: CustomerListQuery) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => {
+    const table = sql(CUSTOMERS)
+    const where = sql.and([
+      ...(query.customerId === undefined ? [] : [sql`customer_id = ${query.customerId}`]),
+      ...(query.q === undefined ? [] : [sql`search_text LIKE '%' || lower(${likeEscape(query.q)}) || '%'`]),
+      ...(query.tag === undefined ? [] : [sql`tags @> ARRAY[${query.tag}]::text[]`]),
+      ...(query.since === undefined ? [] : [sql`created_at > ${query.since}`])
+    ])
+    // Column and direction come from closed lists above, never from the request text.
+    const direction = query.sort.direction === "asc" ? "ASC" : "DESC"
+    const order = sql.literal(`${SORT_COLUMNS[query.sort.field]} ${direction}, customer_id ${direction}`)
+    return Effect.all(
+      {
+        count: Effect.map(
+          sql<{ count: number }>`SELECT count(*)::int AS count FROM ${table} WHERE ${where}`,
+          (rows) => rows[0]?.count ?? 0
+        ),
+        models: sql<CustomerSummaryRow>`SELECT customer_id AS id, email, first_name AS "firstName",
+            last_name AS "lastName", order_count AS "orderCount", total_spent AS "totalSpent", created_at AS "createdAt"
+          FROM ${table} WHERE ${where}
+          ORDER BY ${order} LIMIT ${query.display} OFFSET ${(query.page - 1) * query.display}`
+      },
+      { concurrency: 1 }
+    )
+  })
+
+export const findCustomer = (customerId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(
+      sql<CustomerRow>`SELECT c.customer_id AS id, c.email, c.first_name AS "firstName", c.last_name AS "lastName",
+          c.phone, c.metadata, c.tags, c.active, c.user_id AS "userId", c.order_count AS "orderCount",
+          c.total_spent AS "totalSpent", c.created_at AS "createdAt", c.updated_at AS "updatedAt",
+          coalesce((SELECT json_agg(json_build_object('id', a.address_id, 'label', a.label, 'line1', a.line1,
+              'city', a.city, 'state', a.state, 'postalCode', a.postal_code, 'country', a.country,
+              'isDefault', a.is_default) ORDER BY a.created_at, a.address_id)
+            FROM ${sql(ADDRESSES)} a WHERE a.customer_id = c.customer_id), '[]'::json) AS addresses
+        FROM ${sql(CUSTOMERS)} c WHERE c.customer_id = ${customerId}`,
+      (rows) => Option.fromNullable(rows[0])
+    )
+  )
+
+/**
+ * Who already uses an address, among customers and users (one address, one person): used to refuse
+ * a duplicate with 409 before the unique indexes would.
+ */
+export const emailHolders = (email: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => {
+    const normalized = normalizeEmail(email)
+    return sql<{ customerId: string | null; userId: string | null }>`
+      SELECT customer_id AS "customerId", user_id AS "userId" FROM ${sql(CUSTOMERS)} WHERE email_normalized = ${normalized}
+      UNION ALL
+      SELECT customer_id AS "customerId", user_id AS "userId" FROM ${sql(USERS)} WHERE email_normalized = ${normalized}`
+  })
