@@ -171,12 +171,15 @@ const normalizeBody = (
       const issue = (maybe.issues as ReadonlyArray<DecodeIssue>)[0]
       const param = issue?.path && issue.path.length > 0 ? issue.path.map(String).join(".") : undefined
       const missing = issue?._tag === "Missing"
+      const field = issue?.path?.[issue.path.length - 1]
+      // "display must be …" already names its field; "must be a valid email address" does not.
+      const named = typeof field === "string" && issue?.message?.startsWith(`${field} `) === true
       return errorBody("invalid_request_error", {
         code: missing ? "parameter_missing" : "parameter_invalid",
         message:
           missing && param
             ? `${param} is required`
-            : param
+            : param && !named
               ? `${param}: ${issue?.message ?? "is invalid"}`
               : (issue?.message ?? "invalid request"),
         ...(param ? { param } : {})
