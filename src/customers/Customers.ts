@@ -134,8 +134,6 @@ export const makeCustomers = Effect.gen(function* () {
   const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.provideService(effect, SqlClient.SqlClient, sql)
 
-  const actorRef = (actor: AuthenticatedActor) => ({ type: actor.type, id: actor.id })
-
   /** The customer id a request acts on: `me` and a shopper's own id resolve; anything else is 404. */
   const resolve = (actor: AuthenticatedActor, id: string) => {
     const own = actor.role === "customer" ? actor.customerId : undefined
@@ -169,7 +167,7 @@ export const makeCustomers = Effect.gen(function* () {
     )
 
   const execute = (customerId: string, command: CustomerCommand, actor: AuthenticatedActor) =>
-    Effect.flatMap(commandMetadata(actorRef(actor)), (metadata) =>
+    Effect.flatMap(commandMetadata(actor), (metadata) =>
       runner.execute(CustomerDecider, customerStream(customerId), command, { metadata })
     )
 
@@ -254,7 +252,7 @@ export const makeCustomers = Effect.gen(function* () {
         ...(patch.active === undefined ? {} : { active: patch.active })
       }
       const now = yield* Time.now
-      const metadata = yield* commandMetadata(actorRef(actor))
+      const metadata = yield* commandMetadata(actor)
       const { userId, userEvents } = yield* transact(
         Effect.gen(function* () {
           if (patch.email !== undefined) {
@@ -362,7 +360,7 @@ export const makeCustomers = Effect.gen(function* () {
     Effect.gen(function* () {
       const customerId = yield* resolve(actor, id)
       const now = yield* Time.now
-      const metadata = yield* commandMetadata(actorRef(actor))
+      const metadata = yield* commandMetadata(actor)
       const { userId, userEvents } = yield* transact(
         Effect.gen(function* () {
           const result = yield* execute(customerId, { _tag: "Erase" }, actor)

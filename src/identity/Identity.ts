@@ -9,14 +9,13 @@ import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.js"
 import { CustomerDecider, customerStream } from "../customers/decider.js"
-import { CUSTOMERS } from "../customers/projection.js"
+import { emailHolders } from "../customers/queries.js"
 import { isUniqueViolation } from "../db/Sql.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import { type AuthenticatedActor, hasScope } from "../http/Auth.js"
 import { BadRequest, Conflict, Forbidden, NotFound, orDieUnlessHttp, Unauthorized } from "../http/errors.js"
 import { RateLimiter, rateLimitPolicy } from "../http/RateLimit.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
-import { normalizeEmail } from "../kernel/Email.js"
 import * as Ids from "../kernel/Ids.js"
 import * as Time from "../kernel/Time.js"
 import { commandMetadata, makeTransact } from "../kernel/UseCase.js"
@@ -238,13 +237,15 @@ export const makeIdentity = Effect.gen(function* () {
       })
     )
 
+  /**
+   * One address, one person: refused when a user or a customer record holds it. Registration does
+   * not adopt a staff-created customer with the same address: without proof of owning the mailbox,
+   * that would hand its addresses and order history to whoever registers first.
+   */
   const ensureEmailFree = (email: string) =>
-    Effect.gen(function* () {
-      if (Option.isSome(yield* withSql(findUserByEmail(email)))) return yield* Effect.fail(emailTaken)
-      const customers = yield* sql<{ one: number }>`SELECT 1 AS one FROM ${sql(CUSTOMERS)}
-        WHERE email_normalized = ${normalizeEmail(email)}`
-      if (customers.length > 0) return yield* Effect.fail(emailTaken)
-    })
+    Effect.flatMap(withSql(emailHolders(email)), (holders) =>
+      holders.length > 0 ? Effect.fail(emailTaken) : Effect.void
+    )
 
   /** Creates a user (a shopper with its customer record, or an admin) and its first session. */
   const createUser = (input: NewUser, role: Role) =>

@@ -25,9 +25,9 @@ export const makeTransact = Effect.gen(function* () {
     )
 })
 
-/** The metadata of events a request causes: who, and which request. */
+/** The metadata of events a request causes: who (type and id only), and which request. */
 export const commandMetadata = (actor: Actor): Effect.Effect<EventMetadata> =>
-  Effect.map(
-    CurrentRequestId,
-    (requestId): EventMetadata => (requestId === undefined ? { actor } : { actor, requestId })
-  )
+  Effect.map(CurrentRequestId, (requestId): EventMetadata => {
+    const who: Actor = { type: actor.type, id: actor.id }
+    return requestId === undefined ? { actor: who } : { actor: who, requestId }
+  })
