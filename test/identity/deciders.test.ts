@@ -6,7 +6,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fc from "fast-check"
 import type { EventMetadata } from "../../src/eventstore/EventStore.js"
-import type { DomainEvent } from "../../src/eventstore/EventType.js"
+import { type DomainEvent, shredded } from "../../src/eventstore/EventType.js"
 import {
   ApiKeyDecider,
   OAuthClientDecider,
@@ -26,11 +26,16 @@ import {
   SessionRevoked,
   SessionStarted,
   TokenRefreshed,
+  UserDeactivated,
+  UserErased,
   UserLoggedIn,
   UserPasswordReset,
   UserPasswordResetRequested,
+  UserProfileChanged,
+  UserReactivated,
   UserRegistered
 } from "../../src/identity/events.js"
+import { revocationOf } from "../../src/identity/projection.js"
 import { digest, randomBase62 } from "../../src/identity/secrets.js"
 import { type Decider, fold, type Recorded } from "../../src/kernel/Decider.js"
 
@@ -40,6 +45,19 @@ const step = <C, E extends DomainEvent, S, Err>(decider: Decider<C, E, S, Err>, 
 
 const admin: ActorRef = { type: "user", id: "usr_01jd4x8m6ffq2b3n5r7t9v1w3y" }
 const at = (iso: string) => new Date(iso)
+
+/** An event as the store hands it back: decided data plus where and when it was recorded. */
+const record = <E extends DomainEvent>(event: E, recordedAt: Date): Recorded<E> => ({
+  ...event,
+  globalPosition: 1,
+  transactionId: "1234",
+  streamId: "stream-1",
+  streamVersion: 1,
+  eventId: "0190f6c0-0000-7000-8000-000000000001",
+  schemaVersion: 1,
+  metadata: {},
+  recordedAt
+})
 
 // --- Users -----------------------------------------------------------------------------------------
 
@@ -381,6 +399,215 @@ describe("UserDecider", () => {
   )
 })
 
+describe("UserDecider: profile changes, deactivation and erasure", () => {
+  const deactivatedAt = at("2030-02-01T09:00:00.000Z")
+  const deactivated: UserState = fold(
+    UserDecider,
+    [UserDeactivated.make({ userId, sessionsValidAfter: deactivatedAt })],
+    registered
+  )
+
+  it.effect("ChangeProfile carries only the fields that changed", () =>
+    Effect.gen(function* () {
+      const { events, state } = yield* step(UserDecider, registered, {
+        _tag: "ChangeProfile",
+        email: "ann@example.com",
+        firstName: "Anne",
+        lastName: "Lee"
+      })
+      expect(events).toEqual([UserProfileChanged.make({ userId, firstName: "Anne" })])
+      expect(events[0]?.data).not.toHaveProperty("email")
+      expect(events[0]?.data).not.toHaveProperty("lastName")
+      expect(state).toEqual({ ...registered, firstName: "Anne" })
+
+      const all = yield* step(UserDecider, registered, {
+        _tag: "ChangeProfile",
+        email: "anne@example.org",
+        firstName: "Anne",
+        lastName: "Li"
+      })
+      expect(all.events).toEqual([
+        UserProfileChanged.make({ userId, email: "anne@example.org", firstName: "Anne", lastName: "Li" })
+      ])
+      expect(all.state).toEqual({
+        ...registered,
+        email: "anne@example.org",
+        firstName: "Anne",
+        lastName: "Li"
+      })
+      // The password, role and link are untouched.
+      expect(all.state).toMatchObject({ passwordHash: "scrypt$old", role: "customer", customerId })
+    })
+  )
+
+  it.effect("ChangeProfile with nothing new decides no event", () =>
+    Effect.gen(function* () {
+      expect(yield* UserDecider.decide({ _tag: "ChangeProfile" }, registered)).toEqual([])
+      expect(
+        yield* UserDecider.decide(
+          { _tag: "ChangeProfile", email: "ann@example.com", firstName: "Ann", lastName: "Lee" },
+          registered
+        )
+      ).toEqual([])
+      // A deactivated login still follows its record.
+      const events = yield* UserDecider.decide({ _tag: "ChangeProfile", lastName: "Li" }, deactivated)
+      expect(events).toEqual([UserProfileChanged.make({ userId, lastName: "Li" })])
+    })
+  )
+
+  it.effect("Deactivate records sessionsValidAfter = now and refuses logins", () =>
+    Effect.gen(function* () {
+      const { events, state } = yield* step(UserDecider, registered, {
+        _tag: "Deactivate",
+        now: deactivatedAt
+      })
+      expect(events).toEqual([UserDeactivated.make({ userId, sessionsValidAfter: deactivatedAt })])
+      expect(state).toEqual({ ...registered, deactivated: true, sessionsValidAfter: deactivatedAt })
+      expect(state).toEqual(deactivated)
+
+      const login = yield* Effect.flip(UserDecider.decide({ _tag: "RecordLogin", sessionId: "ses_x" }, state))
+      expect(login).toMatchObject({ _tag: "UserIsDeactivated", userId })
+    })
+  )
+
+  it.effect("Deactivate is idempotent: no event when already deactivated", () =>
+    Effect.gen(function* () {
+      const again = yield* UserDecider.decide(
+        { _tag: "Deactivate", now: at("2030-02-02T00:00:00.000Z") },
+        deactivated
+      )
+      expect(again).toEqual([])
+    })
+  )
+
+  it.effect("deactivation never moves sessionsValidAfter back before a later password reset", () =>
+    Effect.gen(function* () {
+      const resetAt = at("2030-03-01T00:00:00.000Z")
+      const reset = (yield* step(UserDecider, registered, {
+        _tag: "SetPassword",
+        passwordHash: "h",
+        now: resetAt
+      })).state
+      // A deactivation decided with an earlier clock reading.
+      const { state } = yield* step(UserDecider, reset, { _tag: "Deactivate", now: deactivatedAt })
+      expect(state.deactivated).toBe(true)
+      expect(state.sessionsValidAfter).toEqual(resetAt)
+      // And a later one moves it forward.
+      const later = at("2030-04-01T00:00:00.000Z")
+      const forward = yield* step(UserDecider, reset, { _tag: "Deactivate", now: later })
+      expect(forward.state.sessionsValidAfter).toEqual(later)
+    })
+  )
+
+  it.effect("Reactivate lifts the deactivation; the sessions it killed stay dead", () =>
+    Effect.gen(function* () {
+      const { events, state } = yield* step(UserDecider, deactivated, { _tag: "Reactivate" })
+      expect(events).toEqual([UserReactivated.make({ userId })])
+      expect(state.deactivated).toBe(false)
+      expect(state.sessionsValidAfter).toEqual(deactivatedAt)
+      const login = yield* UserDecider.decide({ _tag: "RecordLogin", sessionId: "ses_y" }, state)
+      expect(login).toEqual([UserLoggedIn.make({ userId, sessionId: "ses_y" })])
+      // Reactivating an active user decides nothing.
+      expect(yield* UserDecider.decide({ _tag: "Reactivate" }, state)).toEqual([])
+      expect(yield* UserDecider.decide({ _tag: "Reactivate" }, registered)).toEqual([])
+    })
+  )
+
+  it.effect("Erase keeps only the id; afterwards every command is UserNotFound", () =>
+    Effect.gen(function* () {
+      const erasedAt = at("2030-05-01T00:00:00.000Z")
+      for (const from of [registered, deactivated]) {
+        const { events, state } = yield* step(UserDecider, from, { _tag: "Erase", now: erasedAt })
+        expect(events).toEqual([UserErased.make({ userId, sessionsValidAfter: erasedAt })])
+        expect(state).toEqual({ ...UserDecider.initialState, status: "erased", userId })
+        expect(state).toMatchObject({ email: null, firstName: null, lastName: null, passwordHash: null })
+
+        const commands: ReadonlyArray<Parameters<typeof UserDecider.decide>[0]> = [
+          { _tag: "RecordLogin", sessionId: "ses_z" },
+          { _tag: "ChangeProfile", firstName: "Zed" },
+          { _tag: "ChangeProfile" },
+          { _tag: "Deactivate", now: erasedAt },
+          { _tag: "Reactivate" },
+          { _tag: "Erase", now: erasedAt },
+          { _tag: "SetPassword", passwordHash: "h", now: erasedAt },
+          {
+            _tag: "RequestPasswordReset",
+            resetId: "prs_9",
+            token: "t",
+            tokenHash: digest("t"),
+            expiresAt: erasedAt
+          },
+          { _tag: "ResetPassword", tokenHash: digest("t"), passwordHash: "h", now: erasedAt }
+        ]
+        for (const command of commands) {
+          const error = yield* Effect.flip(UserDecider.decide(command, state))
+          expect(error, command._tag).toMatchObject({ _tag: "UserNotFound", userId })
+        }
+        const again = yield* Effect.flip(UserDecider.decide(register, state))
+        expect(again).toMatchObject({ _tag: "UserAlreadyExists", userId })
+      }
+    })
+  )
+
+  it.effect("the new commands on an unknown user are UserNotFound", () =>
+    Effect.gen(function* () {
+      const now = at("2030-05-01T00:00:00.000Z")
+      for (const command of [
+        { _tag: "ChangeProfile", firstName: "Zed" },
+        { _tag: "Deactivate", now },
+        { _tag: "Reactivate" },
+        { _tag: "Erase", now }
+      ] as const) {
+        const error = yield* Effect.flip(UserDecider.decide(command, UserDecider.initialState))
+        expect(error._tag, command._tag).toBe("UserNotFound")
+      }
+    })
+  )
+
+  it("shredded personal fields fold to null without throwing", () => {
+    const state = fold(UserDecider, [
+      UserRegistered.make({
+        userId,
+        email: shredded,
+        firstName: shredded,
+        lastName: shredded,
+        passwordHash: shredded,
+        role: "customer",
+        customerId
+      }),
+      UserProfileChanged.make({ userId, email: shredded, firstName: shredded }),
+      UserDeactivated.make({ userId, sessionsValidAfter: deactivatedAt })
+    ])
+    expect(state).toMatchObject({
+      status: "active",
+      userId,
+      email: null,
+      firstName: null,
+      lastName: null,
+      passwordHash: null,
+      customerId,
+      deactivated: true
+    })
+    // A shredded profile change over clear fields nulls only what it carries.
+    const partly = fold(UserDecider, [UserProfileChanged.make({ userId, lastName: shredded })], registered)
+    expect(partly).toEqual({ ...registered, lastName: null })
+  })
+
+  it("profile changes, deactivation, reactivation and erasure publish nothing", () => {
+    const publicEvents = UserDecider.publicEvents
+    if (publicEvents === undefined) return expect.fail("UserDecider has no public events")
+    const now = at("2030-05-01T00:00:00.000Z")
+    for (const event of [
+      UserProfileChanged.make({ userId, firstName: "Anne" }),
+      UserDeactivated.make({ userId, sessionsValidAfter: now }),
+      UserReactivated.make({ userId }),
+      UserErased.make({ userId, sessionsValidAfter: now })
+    ]) {
+      expect(publicEvents(record(event, now), registered), event.type).toEqual([])
+    }
+  })
+})
+
 // --- Sessions --------------------------------------------------------------------------------------
 
 const sessionId = "ses_01jd4x8m6ffq2b3n5r7t9v1w3c"
@@ -703,4 +930,65 @@ describe("OAuthClientDecider", () => {
       expect(error._tag).toBe("OAuthClientNotFound")
     })
   )
+})
+
+// --- Revocations -----------------------------------------------------------------------------------
+
+describe("revocationOf", () => {
+  const recordedAt = at("2030-06-01T12:00:00.000Z")
+  const validAfter = at("2030-06-01T11:59:59.000Z")
+
+  it("a password reset, a deactivation and an erasure revoke the user as of sessionsValidAfter", () => {
+    for (const event of [
+      UserPasswordReset.make({ userId, passwordHash: "h", sessionsValidAfter: validAfter }),
+      UserDeactivated.make({ userId, sessionsValidAfter: validAfter }),
+      UserErased.make({ userId, sessionsValidAfter: validAfter })
+    ]) {
+      // The entry's time is the decided instant, not when the event was recorded.
+      expect(revocationOf(record(event, recordedAt)), event.type).toEqual({
+        kind: "user",
+        subjectId: userId,
+        revokedAt: validAfter
+      })
+    }
+  })
+
+  it("a revoked session, a revoked client token and a deleted client revoke as of recording", () => {
+    expect(
+      revocationOf(record(SessionRevoked.make({ sessionId, userId, reason: "logout" }), recordedAt))
+    ).toEqual({ kind: "session", subjectId: sessionId, revokedAt: recordedAt })
+    const clientId = "cli_01jd4x8m6ffq2b3n5r7t9v1w3e"
+    expect(
+      revocationOf(record(OAuthClientTokenRevoked.make({ clientId, tokenId: "tok-1" }), recordedAt))
+    ).toEqual({ kind: "token", subjectId: "tok-1", revokedAt: recordedAt })
+    expect(revocationOf(record(OAuthClientDeleted.make({ clientId, deletedBy: admin }), recordedAt))).toEqual(
+      { kind: "client", subjectId: clientId, revokedAt: recordedAt }
+    )
+  })
+
+  it("reactivation, profile changes, logins and the rest revoke nothing", () => {
+    for (const event of [
+      UserReactivated.make({ userId }),
+      UserProfileChanged.make({ userId, firstName: "Anne" }),
+      UserLoggedIn.make({ userId, sessionId }),
+      UserPasswordResetRequested.make({
+        userId,
+        resetId: "prs_1",
+        tokenHash: digest("t"),
+        token: "t",
+        expiresAt: resetExpiresAt
+      }),
+      SessionStarted.make({
+        sessionId,
+        userId,
+        refreshTokenHash: h0,
+        accessTokenId: "jti-0",
+        startedAt,
+        expiresAt: sessionExpiresAt
+      }),
+      ApiKeyRevoked.make({ keyId: "key_1", revokedBy: admin })
+    ]) {
+      expect(revocationOf(record(event, recordedAt)), event.type).toBeUndefined()
+    }
+  })
 })
