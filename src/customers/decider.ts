@@ -147,14 +147,18 @@ export type CustomerError = CustomerAlreadyExists | CustomerNotFound | AddressNo
 /** Tags without duplicates, first spelling kept, in the order given. */
 export const uniqueTags = (tags: ReadonlyArray<string>): ReadonlyArray<string> => [...new Set(tags)]
 
-const applyMetadataPatch = (current: Metadata, patch: MetadataPatch): Metadata => {
+/**
+ * The merged metadata. Built with `Object.fromEntries` (own data properties only), so a key such as
+ * `__proto__` is stored as a key, never as the object's prototype.
+ */
+export const applyMetadataPatch = (current: Metadata, patch: MetadataPatch): Metadata => {
   if (patch === null) return {}
-  const next: Record<string, unknown> = { ...current }
+  const next = new Map(Object.entries(current))
   for (const [key, value] of Object.entries(patch)) {
-    if (value === null) delete next[key]
-    else next[key] = value
+    if (value === null) next.delete(key)
+    else next.set(key, value)
   }
-  return next
+  return Object.fromEntries(next)
 }
 
 const sameJson = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b)
@@ -163,7 +167,8 @@ const sameJson = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringif
 export const metadataProblem = (metadata: Metadata): string | undefined => {
   const keys = Object.keys(metadata)
   if (keys.length > LIMITS.metadataKeys) return `metadata can have at most ${LIMITS.metadataKeys} keys`
-  const long = keys.find((k) => k.length === 0 || k.length > LIMITS.metadataKeyLength)
+  // Counted in characters (code points), as a client counts them.
+  const long = keys.find((k) => k.length === 0 || [...k].length > LIMITS.metadataKeyLength)
   if (long !== undefined) {
     return `metadata keys must be 1 to ${LIMITS.metadataKeyLength} characters (${JSON.stringify(long.slice(0, 50))})`
   }
@@ -290,7 +295,9 @@ const decide = (
   if (command._tag === "Create") {
     if (state.status !== "none")
       return Effect.fail(new CustomerAlreadyExists({ customerId: command.customerId }))
-    const problem = metadataProblem(command.metadata)
+    // As in an update, a key set to null is no key.
+    const metadata = applyMetadataPatch({}, command.metadata)
+    const problem = metadataProblem(metadata)
     if (problem) return Effect.fail(new CustomerLimitExceeded({ field: "metadata", message: problem }))
     const tags = uniqueTags(command.tags)
     if (tags.length > LIMITS.tags) return Effect.fail(tooManyTags())
@@ -302,7 +309,7 @@ const decide = (
         lastName: command.lastName,
         phone: command.phone,
         tags,
-        metadata: command.metadata,
+        metadata,
         ...(command.userId === undefined ? {} : { userId: command.userId })
       })
     ])

@@ -471,6 +471,9 @@ export const makeIdentity = Effect.gen(function* () {
       const found = yield* withSql(findUserByEmail(email))
       if (Option.isNone(found)) return
       const user = found.value
+      // A deactivated account cannot log in, so it gets no reset mail (the answer is 202 anyway).
+      if (user.deactivatedAt !== null)
+        return yield* Effect.logInfo("password reset refused: account deactivated")
       // Silently bounded per account: the answer is 202 either way.
       const allowed = yield* limiter.consume(resetRequestsPerAccount, user.userId)
       if (!allowed.allowed) return yield* Effect.logWarning("password reset requests over the hourly limit")

@@ -194,7 +194,7 @@ export const UserDecider = defineDecider({
           passwordHash: reveal(event.data.passwordHash),
           spentResetHashes: spend(state.spentResetHashes, state.pendingReset),
           pendingReset: undefined,
-          sessionsValidAfter: event.data.sessionsValidAfter
+          sessionsValidAfter: laterOf(state.sessionsValidAfter, event.data.sessionsValidAfter)
         }
       case "user.profile_changed": {
         const d = event.data

@@ -8,6 +8,7 @@ import { Effect, Either } from "effect"
 import * as fc from "fast-check"
 import {
   type Address,
+  applyMetadataPatch,
   type CustomerCommand,
   CustomerDecider,
   type CustomerState,
@@ -624,6 +625,11 @@ describe("metadataProblem", () => {
     expect(metadataProblem({ ["k".repeat(500)]: 1 })).toContain(JSON.stringify("k".repeat(50)))
   })
 
+  it("counts key length in characters: an emoji is one", () => {
+    expect(metadataProblem({ ["😀".repeat(LIMITS.metadataKeyLength)]: 1 })).toBeUndefined()
+    expect(metadataProblem({ ["😀".repeat(LIMITS.metadataKeyLength + 1)]: 1 })).toBeDefined()
+  })
+
   it("bounds the JSON size in UTF-8 bytes, the boundary included", () => {
     const wrapper = Buffer.byteLength(JSON.stringify({ a: "" }), "utf8")
     const exactly: Metadata = { a: "x".repeat(LIMITS.metadataBytes - wrapper) }
@@ -1086,4 +1092,20 @@ describe("CustomerDecider: random command sequences", () => {
       }),
       { numRuns: 200 }
     ))
+})
+
+describe("applyMetadataPatch", () => {
+  it("stores __proto__ as a key, never as the prototype", () => {
+    const merged = applyMetadataPatch({}, JSON.parse('{"__proto__": {"polluted": true}, "a": 1}'))
+    expect(Object.getPrototypeOf(merged)).toBe(Object.prototype)
+    expect(Object.keys(merged)).toEqual(["__proto__", "a"])
+    expect(JSON.stringify(merged)).toBe('{"__proto__":{"polluted":true},"a":1}')
+    expect(({} as { polluted?: unknown }).polluted).toBeUndefined()
+  })
+
+  it("at creation, a key set to null is no key", () => {
+    const result = decideSync({ ...create, metadata: { a: null, b: 2 } }, CustomerDecider.initialState)
+    if (Either.isLeft(result)) return expect.fail(result.left._tag)
+    expect(fold(CustomerDecider, result.right).metadata).toEqual({ b: 2 })
+  })
 })

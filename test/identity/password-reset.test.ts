@@ -11,6 +11,7 @@ import { Effect } from "effect"
 import { expect } from "vitest"
 import { makeShiftedClock } from "../support/clock.js"
 import {
+  adminLogin,
   call,
   expectError,
   IdentityHttp,
@@ -172,6 +173,27 @@ describe("password reset", () => {
             { tokenHash: createHash("sha256").update(event.data.resetToken, "utf8").digest("hex") }
           ])
         })
+    )
+
+    it.effect("a deactivated shopper gets no reset token (still 202); reactivated, they do", () =>
+      Effect.gen(function* () {
+        const email = uniqueEmail()
+        const shopper = yield* registerShopper(email)
+        const me = yield* call("GET", "/auth/me", { token: shopper.accessToken })
+        const admin = yield* adminLogin()
+        const setActive = (active: boolean) =>
+          Effect.map(
+            call("PUT", `/user/${me.body.customerId}`, { token: admin.accessToken, json: { active } }),
+            (r) => expect(r.status, r.text).toBe(200)
+          )
+        yield* setActive(false)
+        yield* requestReset(email)
+        yield* Effect.sleep("300 millis")
+        expect(yield* resetEventsOf(shopper.userId)).toHaveLength(0)
+        yield* setActive(true)
+        yield* requestReset(email)
+        expect((yield* awaitResetEvent(shopper.userId)).data.email).toBe(email)
+      })
     )
 
     it.effect("the address is matched whatever its case and surrounding spaces", () =>
