@@ -368,7 +368,11 @@ export const makeIdentity = Effect.gen(function* () {
       const found = yield* withSql(findUserById(loaded.state.userId))
       if (Option.isNone(found)) return yield* Effect.fail(revokedToken)
       const user = found.value
-      if (user.deactivatedAt !== null) return yield* Effect.fail(accountDeactivated)
+      if (user.deactivatedAt !== null) {
+        // Said only to the holder of the session's current token; anything else is just invalid.
+        const holder = constantTimeEqual(digest(input.refreshToken.trim()), loaded.state.currentHash)
+        return yield* Effect.fail(holder ? accountDeactivated : invalidRefreshToken)
+      }
       const refreshToken = `rt_${suffixOf(sessionId)}${randomBase62()}`
       const tokenId = randomUUID()
       const now = yield* Time.now

@@ -190,6 +190,13 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("shoppers o
           // The refresh token proves who is asking, so it may learn why.
           const refreshed = yield* call("POST", "/auth/refresh", { json: { refreshToken } })
           expectError(refreshed, 403, "account_deactivated")
+          // The same session with a wrong secret proves nothing: it learns nothing either.
+          const forged = `${refreshToken.slice(0, -43)}${"A".repeat(43)}`
+          expectError(
+            yield* call("POST", "/auth/refresh", { json: { refreshToken: forged } }),
+            401,
+            "invalid_token"
+          )
         }
         // Staff still see the record, inactive.
         expect((yield* getCustomer(admin, shopper.customerId)).active).toBe(false)
