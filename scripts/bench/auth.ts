@@ -25,8 +25,7 @@
  * the app and PostgreSQL share its CPUs. It stops by itself.
  */
 import { randomBytes, scrypt } from "node:crypto"
-import { createRequire } from "node:module"
-import { cpus, loadavg } from "node:os"
+import { cpus } from "node:os"
 import { performance } from "node:perf_hooks"
 import { HttpServer } from "@effect/platform"
 import { NodeRuntime } from "@effect/platform-node"
@@ -36,7 +35,7 @@ import { DatabaseInfo } from "../../src/db/Database.js"
 import { HttpAppLive, NodeServerLive } from "../../src/http/Server.js"
 import { projections } from "../../src/registry.js"
 import { servicesLayer } from "../../src/services.js"
-import { printTable, scratchDatabase } from "./support.js"
+import { type CannonOptions, loadAverage, measure, printTable, scratchDatabase } from "./support.js"
 
 // ---------------------------------------------------------------------------------------------------
 // Settings
@@ -70,104 +69,9 @@ const TARGETS = {
 const EMAIL = `bench.${randomBytes(4).toString("hex")}@example.com`
 const PASSWORD = "correct horse battery staple"
 
-// ---------------------------------------------------------------------------------------------------
-// autocannon (CommonJS, no type declarations): the little of it used here, typed
-
-interface CannonOptions {
-  readonly url: string
-  readonly method?: "GET" | "POST"
-  readonly headers?: Readonly<Record<string, string>>
-  readonly body?: string
-  readonly connections: number
-  /** Seconds. */
-  readonly duration: number
-  /** Seconds before a request counts as a timeout. */
-  readonly timeout?: number
-  /** Runs the load in worker threads (connections are split between them). */
-  readonly workers?: number
-}
-
-interface CannonHistogram {
-  readonly average: number
-  readonly p50: number
-  readonly p99: number
-  readonly total: number
-}
-
-interface CannonResult {
-  /** Seconds. */
-  readonly duration: number
-  /** Milliseconds. */
-  readonly latency: CannonHistogram
-  /** Per-second samples; `total` = completed requests. */
-  readonly requests: CannonHistogram
-  readonly errors: number
-  readonly timeouts: number
-  readonly non2xx: number
-  readonly "2xx": number
-  readonly statusCodeStats: Readonly<Record<string, { readonly count: number }>>
-}
-
-interface CannonInstance {
-  readonly stop: () => void
-}
-
-type Autocannon = (
-  options: CannonOptions,
-  callback: (error: Error | null, result: CannonResult) => void
-) => CannonInstance
-
-const autocannon: Autocannon = (() => {
-  const loaded: unknown = createRequire(import.meta.url)("autocannon")
-  if (typeof loaded !== "function") throw new Error("autocannon did not load as a function")
-  return loaded as Autocannon
-})()
-
-/** One autocannon run; interrupting the fiber stops it. */
-const cannon = (options: CannonOptions) =>
-  Effect.async<CannonResult, Error>((resume) => {
-    const instance = autocannon({ workers: 1, timeout: 30, ...options }, (error, result) =>
-      resume(error ? Effect.fail(error) : Effect.succeed(result))
-    )
-    return Effect.sync(() => instance.stop())
-  })
-
-interface Measurement {
-  readonly perSecond: number
-  readonly p50Ms: number
-  readonly p99Ms: number
-  /** Anything but a 2xx answer: connection errors, timeouts and other statuses. */
-  readonly failures: string
-}
-
-/**
- * A warm-up that is not counted, then the measurement; only 2xx answers count. autocannon stops
- * without waiting for the requests in flight, which the app still serves: `settleSeconds` after the
- * warm-up and after the measurement let them finish before the next run starts.
- */
-const measure = (options: Omit<CannonOptions, "duration">, settleSeconds: number) =>
-  Effect.gen(function* () {
-    yield* cannon({ ...options, duration: WARM_UP_SECONDS })
-    yield* Effect.sleep(`${settleSeconds} seconds`)
-    const r = yield* cannon({ ...options, duration: seconds })
-    yield* Effect.sleep(`${settleSeconds} seconds`)
-    const others = Object.entries(r.statusCodeStats)
-      .filter(([code]) => !code.startsWith("2"))
-      .map(([code, s]) => `${s.count}× ${code}`)
-    if (r.errors > 0) others.push(`${r.errors} errors (${r.timeouts} timeouts)`)
-    if (r["2xx"] === 0 && others.length > 0) {
-      return yield* Effect.dieMessage(
-        `${options.method ?? "GET"} ${options.url}: no 2xx answers (${others.join(", ")})`
-      )
-    }
-    if (r["2xx"] === 0) others.push(`no answer within ${seconds} s: run longer (--duration)`)
-    return {
-      perSecond: r["2xx"] / r.duration,
-      p50Ms: r.latency.p50,
-      p99Ms: r.latency.p99,
-      failures: others.join(", ")
-    } satisfies Measurement
-  })
+/** A measurement with this run's timing; `settleSeconds` lets in-flight requests finish. */
+const run = (options: Omit<CannonOptions, "duration">, settleSeconds: number) =>
+  measure(options, { warmUpSeconds: WARM_UP_SECONDS, seconds, settleSeconds })
 
 /** scrypt alone, `concurrency` calls at a time, for `durationSeconds`. */
 const scryptAlone = (concurrency: number, durationSeconds: number) =>
@@ -238,11 +142,6 @@ const BenchLive = HttpAppLive.pipe(
 // ---------------------------------------------------------------------------------------------------
 // Report
 
-const loadAverage = () =>
-  loadavg()
-    .map((l) => l.toFixed(2))
-    .join(" / ")
-
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
 const ms = (n: number) => `${n.toFixed(n < 10 ? 1 : 0)} ms`
 const status = (value: number, target: number) => (value >= target ? "met" : "NOT met")
@@ -302,11 +201,11 @@ const program = Effect.gen(function* () {
 
   const health = yield* step(
     `GET /health, ${READ_CONNECTIONS} connections`,
-    measure({ url: `${base}/health`, connections: READ_CONNECTIONS }, 1)
+    run({ url: `${base}/health`, connections: READ_CONNECTIONS }, 1)
   )
   const me = yield* step(
     `GET /auth/me, ${READ_CONNECTIONS} connections`,
-    measure(
+    run(
       {
         url: `${base}/auth/me`,
         connections: READ_CONNECTIONS,
@@ -317,7 +216,7 @@ const program = Effect.gen(function* () {
   )
   const login = yield* step(
     `POST /auth/login, ${LOGIN_CONNECTIONS} connections`,
-    measure(
+    run(
       {
         url: `${base}/auth/login`,
         method: "POST",

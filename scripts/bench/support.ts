@@ -1,9 +1,12 @@
 /**
  * What the benchmark scripts share: their database — a throw-away `cp_bench_<random>` database on
  * the DATABASE_URL server (this machine only), dropped when the scope closes, or none (embedded
- * PGlite) without DATABASE_URL — and how they print their results.
+ * PGlite) without DATABASE_URL —, how they drive autocannon against the in-process app, and how they
+ * print their results.
  */
 import { randomBytes } from "node:crypto"
+import { createRequire } from "node:module"
+import { loadavg } from "node:os"
 import { Console, Effect, Option } from "effect"
 import pg from "pg"
 
@@ -62,4 +65,130 @@ export const printTable = (rows: ReadonlyArray<ReadonlyArray<string>>) =>
     yield* Console.log(`|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`)
     for (const r of rows.slice(1)) yield* Console.log(line(r))
     yield* Console.log("")
+  })
+
+/** The 1-, 5- and 15-minute load averages, for the header and footer of a report. */
+export const loadAverage = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" / ")
+
+// ---------------------------------------------------------------------------------------------------
+// autocannon (CommonJS, no type declarations): the little of it used here, typed
+
+/** One entry of `requests`: autocannon sends them in turn on each connection. */
+export interface CannonRequest {
+  readonly method?: "GET" | "POST"
+  readonly path?: string
+  readonly headers?: Readonly<Record<string, string>>
+  readonly body?: string
+  /**
+   * An absolute path to a CommonJS module whose export `(request) => request` may change each
+   * request before it is sent (a path, not a function: the load runs in a worker thread).
+   */
+  readonly setupRequest?: string
+}
+
+export interface CannonOptions {
+  readonly url: string
+  readonly method?: "GET" | "POST"
+  readonly headers?: Readonly<Record<string, string>>
+  readonly body?: string
+  readonly requests?: ReadonlyArray<CannonRequest>
+  readonly connections: number
+  /** Seconds. */
+  readonly duration: number
+  /** Seconds before a request counts as a timeout. */
+  readonly timeout?: number
+  /** Runs the load in worker threads (connections are split between them). */
+  readonly workers?: number
+}
+
+interface CannonHistogram {
+  readonly average: number
+  readonly p50: number
+  readonly p99: number
+  readonly total: number
+}
+
+interface CannonResult {
+  /** Seconds. */
+  readonly duration: number
+  /** Milliseconds. */
+  readonly latency: CannonHistogram
+  /** Per-second samples; `total` = completed requests. */
+  readonly requests: CannonHistogram
+  readonly errors: number
+  readonly timeouts: number
+  readonly non2xx: number
+  readonly "2xx": number
+  readonly statusCodeStats: Readonly<Record<string, { readonly count: number }>>
+}
+
+interface CannonInstance {
+  readonly stop: () => void
+}
+
+type Autocannon = (
+  options: CannonOptions,
+  callback: (error: Error | null, result: CannonResult) => void
+) => CannonInstance
+
+const autocannon: Autocannon = (() => {
+  const loaded: unknown = createRequire(import.meta.url)("autocannon")
+  if (typeof loaded !== "function") throw new Error("autocannon did not load as a function")
+  return loaded as Autocannon
+})()
+
+/**
+ * One autocannon run, in a worker thread (so the load generator does not share the server's event
+ * loop); interrupting the fiber stops it.
+ */
+export const cannon = (options: CannonOptions) =>
+  Effect.async<CannonResult, Error>((resume) => {
+    const instance = autocannon({ workers: 1, timeout: 30, ...options }, (error, result) =>
+      resume(error ? Effect.fail(error) : Effect.succeed(result))
+    )
+    return Effect.sync(() => instance.stop())
+  })
+
+export interface Measurement {
+  readonly perSecond: number
+  readonly p50Ms: number
+  readonly p99Ms: number
+  /** Anything but a 2xx answer: connection errors, timeouts and other statuses. */
+  readonly failures: string
+}
+
+/**
+ * A warm-up that is not counted, then the measurement; only 2xx answers count. autocannon stops
+ * without waiting for the requests in flight, which the app still serves: `settleSeconds` after the
+ * warm-up and after the measurement let them finish before the next run starts.
+ */
+export const measure = (
+  options: Omit<CannonOptions, "duration">,
+  timing: { readonly warmUpSeconds: number; readonly seconds: number; readonly settleSeconds: number }
+) =>
+  Effect.gen(function* () {
+    const { warmUpSeconds, seconds, settleSeconds } = timing
+    yield* cannon({ ...options, duration: warmUpSeconds })
+    yield* Effect.sleep(`${settleSeconds} seconds`)
+    const r = yield* cannon({ ...options, duration: seconds })
+    yield* Effect.sleep(`${settleSeconds} seconds`)
+    const others = Object.entries(r.statusCodeStats)
+      .filter(([code]) => !code.startsWith("2"))
+      .map(([code, s]) => `${s.count}× ${code}`)
+    if (r.errors > 0) others.push(`${r.errors} errors (${r.timeouts} timeouts)`)
+    if (r["2xx"] === 0 && others.length > 0) {
+      return yield* Effect.dieMessage(
+        `${options.method ?? "GET"} ${options.url}: no 2xx answers (${others.join(", ")})`
+      )
+    }
+    if (r["2xx"] === 0) others.push(`no answer within ${seconds} s: run longer (--duration)`)
+    return {
+      perSecond: r["2xx"] / r.duration,
+      p50Ms: r.latency.p50,
+      p99Ms: r.latency.p99,
+      failures: others.join(", ")
+    } satisfies Measurement
   })

@@ -65,31 +65,49 @@ const SORT_COLUMNS: Record<SortField, string> = {
   lastName: "lower(last_name)"
 }
 
+/**
+ * Sort fields whose column is unique: no two rows tie, so the id tie-breaker would change nothing, and
+ * without it the column's UNIQUE index alone serves the sort (migration 0006 adds no second one).
+ */
+const UNIQUE_SORT_FIELDS: ReadonlySet<SortField> = new Set(["email"])
+
 /** `%`, `_` and `\` match themselves in a search, not as LIKE wildcards. */
 const likeEscape = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)
 
+/**
+ * The two statements of one `GET /user` page: the total matching the filters, and the page itself.
+ * Separate from running them so `npm run bench:customers` can EXPLAIN exactly this SQL.
+ */
+export const listStatements = (sql: SqlClient.SqlClient, query: CustomerListQuery) => {
+  const table = sql(CUSTOMERS)
+  const where = sql.and([
+    ...(query.customerId === undefined ? [] : [sql`customer_id = ${query.customerId}`]),
+    ...(query.q === undefined ? [] : [sql`search_text LIKE '%' || lower(${likeEscape(query.q)}) || '%'`]),
+    ...(query.tag === undefined ? [] : [sql`tags @> ARRAY[${query.tag}]::text[]`]),
+    ...(query.since === undefined ? [] : [sql`created_at > ${query.since}`])
+  ])
+  // Column and direction come from closed lists above, never from the request text.
+  const direction = query.sort.direction === "asc" ? "ASC" : "DESC"
+  const column = `${SORT_COLUMNS[query.sort.field]} ${direction}`
+  const order = sql.literal(
+    UNIQUE_SORT_FIELDS.has(query.sort.field) ? column : `${column}, customer_id ${direction}`
+  )
+  return {
+    count: sql<{ count: number }>`SELECT count(*)::int AS count FROM ${table} WHERE ${where}`,
+    models: sql<CustomerSummaryRow>`SELECT customer_id AS id, email, first_name AS "firstName",
+        last_name AS "lastName", order_count AS "orderCount", total_spent AS "totalSpent", created_at AS "createdAt"
+      FROM ${table} WHERE ${where}
+      ORDER BY ${order} LIMIT ${query.display} OFFSET ${(query.page - 1) * query.display}`
+  }
+}
+
 export const listCustomers = (query: CustomerListQuery) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) => {
-    const table = sql(CUSTOMERS)
-    const where = sql.and([
-      ...(query.customerId === undefined ? [] : [sql`customer_id = ${query.customerId}`]),
-      ...(query.q === undefined ? [] : [sql`search_text LIKE '%' || lower(${likeEscape(query.q)}) || '%'`]),
-      ...(query.tag === undefined ? [] : [sql`tags @> ARRAY[${query.tag}]::text[]`]),
-      ...(query.since === undefined ? [] : [sql`created_at > ${query.since}`])
-    ])
-    // Column and direction come from closed lists above, never from the request text.
-    const direction = query.sort.direction === "asc" ? "ASC" : "DESC"
-    const order = sql.literal(`${SORT_COLUMNS[query.sort.field]} ${direction}, customer_id ${direction}`)
+    const statements = listStatements(sql, query)
     return Effect.all(
       {
-        count: Effect.map(
-          sql<{ count: number }>`SELECT count(*)::int AS count FROM ${table} WHERE ${where}`,
-          (rows) => rows[0]?.count ?? 0
-        ),
-        models: sql<CustomerSummaryRow>`SELECT customer_id AS id, email, first_name AS "firstName",
-            last_name AS "lastName", order_count AS "orderCount", total_spent AS "totalSpent", created_at AS "createdAt"
-          FROM ${table} WHERE ${where}
-          ORDER BY ${order} LIMIT ${query.display} OFFSET ${(query.page - 1) * query.display}`
+        count: Effect.map(statements.count, (rows) => rows[0]?.count ?? 0),
+        models: statements.models
       },
       { concurrency: 1 }
     )
