@@ -29,13 +29,10 @@ import { cpus } from "node:os"
 import { performance } from "node:perf_hooks"
 import { HttpServer } from "@effect/platform"
 import { NodeRuntime } from "@effect/platform-node"
-import { Console, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
-import { AppConfig, makeAppConfig } from "../../src/config.js"
+import { Console, Effect, Logger, LogLevel } from "effect"
+import { AppConfig } from "../../src/config.js"
 import { DatabaseInfo } from "../../src/db/Database.js"
-import { HttpAppLive, NodeServerLive } from "../../src/http/Server.js"
-import { projections } from "../../src/registry.js"
-import { servicesLayer } from "../../src/services.js"
-import { type CannonOptions, loadAverage, measure, printTable, scratchDatabase } from "./support.js"
+import { benchApp, type CannonOptions, fmt, loadAverage, measure, ms, printTable } from "./support.js"
 
 // ---------------------------------------------------------------------------------------------------
 // Settings
@@ -110,40 +107,11 @@ const scryptAlone = (concurrency: number, durationSeconds: number) =>
 // ---------------------------------------------------------------------------------------------------
 // Scratch database and the app
 
-const BenchConfig = Layer.scoped(
-  AppConfig,
-  Effect.map(scratchDatabase, (url) => {
-    const defaults = makeAppConfig()
-    return makeAppConfig({
-      nodeEnv: "test",
-      databaseUrl: Option.map(url, Redacted.make),
-      pgliteDataDir: "memory://",
-      dataEncryptionKey: Option.some(Redacted.make(randomBytes(32).toString("hex"))),
-      host: "127.0.0.1",
-      port: 0,
-      rateLimit: { ...defaults.rateLimit, enabled: false },
-      identity: {
-        ...defaults.identity,
-        // Given, so nothing is written to DATA_DIR.
-        jwtSecret: Option.some(Redacted.make(randomBytes(32).toString("hex"))),
-        scrypt: PRODUCTION_SCRYPT
-      }
-    })
-  })
-)
-
-/** The app as src/main.ts serves it (without processors), on 127.0.0.1 and a free port. */
-const BenchLive = HttpAppLive.pipe(
-  Layer.provideMerge(NodeServerLive),
-  Layer.provideMerge(servicesLayer({ processors: [], projections })),
-  Layer.provideMerge(BenchConfig)
-)
+const BenchLive = benchApp({ scrypt: PRODUCTION_SCRYPT })
 
 // ---------------------------------------------------------------------------------------------------
 // Report
 
-const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
-const ms = (n: number) => `${n.toFixed(n < 10 ? 1 : 0)} ms`
 const status = (value: number, target: number) => (value >= target ? "met" : "NOT met")
 
 const post = (url: string, body: unknown) =>

@@ -34,23 +34,22 @@ import { performance } from "node:perf_hooks"
 import { HttpServer } from "@effect/platform"
 import { NodeRuntime } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
-import { Console, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
-import { AppConfig, makeAppConfig } from "../../src/config.js"
+import { Console, Effect, Logger, LogLevel } from "effect"
+import { AppConfig } from "../../src/config.js"
 import { Customers, type NewCustomerInput } from "../../src/customers/Customers.js"
 import { type CustomerListQuery, listStatements } from "../../src/customers/queries.js"
 import { DatabaseInfo } from "../../src/db/Database.js"
 import { CredentialVerifier } from "../../src/http/Auth.js"
-import { HttpAppLive, NodeServerLive } from "../../src/http/Server.js"
 import { createAdmin } from "../../src/identity/admin.js"
-import { projections } from "../../src/registry.js"
-import { servicesLayer } from "../../src/services.js"
 import {
+  benchApp,
   type CannonOptions,
+  fmt,
   loadAverage,
   type Measurement,
   measure,
-  printTable,
-  scratchDatabase
+  ms,
+  printTable
 } from "./support.js"
 
 // ---------------------------------------------------------------------------------------------------
@@ -201,38 +200,11 @@ const customerInputs = (count: number): ReadonlyArray<NewCustomerInput> => {
 // ---------------------------------------------------------------------------------------------------
 // Scratch database and the app (as in bench:auth)
 
-const BenchConfig = Layer.scoped(
-  AppConfig,
-  Effect.map(scratchDatabase, (url) => {
-    const defaults = makeAppConfig()
-    return makeAppConfig({
-      nodeEnv: "test",
-      databaseUrl: Option.map(url, Redacted.make),
-      pgliteDataDir: "memory://",
-      dataEncryptionKey: Option.some(Redacted.make(randomBytes(32).toString("hex"))),
-      host: "127.0.0.1",
-      port: 0,
-      rateLimit: { ...defaults.rateLimit, enabled: false },
-      identity: {
-        ...defaults.identity,
-        // Given, so nothing is written to DATA_DIR.
-        jwtSecret: Option.some(Redacted.make(randomBytes(32).toString("hex")))
-      }
-    })
-  })
-)
-
-const BenchLive = HttpAppLive.pipe(
-  Layer.provideMerge(NodeServerLive),
-  Layer.provideMerge(servicesLayer({ processors: [], projections })),
-  Layer.provideMerge(BenchConfig)
-)
+const BenchLive = benchApp()
 
 // ---------------------------------------------------------------------------------------------------
 // Helpers
 
-const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
-const ms = (n: number) => `${n.toFixed(n < 10 ? 1 : 0)} ms`
 const median = (values: ReadonlyArray<number>) => {
   const sorted = [...values].sort((a, b) => a - b)
   return sorted[Math.floor(sorted.length / 2)] ?? 0

@@ -7,8 +7,12 @@
 import { randomBytes } from "node:crypto"
 import { createRequire } from "node:module"
 import { loadavg } from "node:os"
-import { Console, Effect, Option } from "effect"
+import { Console, Effect, Layer, Option, Redacted } from "effect"
 import pg from "pg"
+import { AppConfig, type AppConfigShape, makeAppConfig } from "../../src/config.js"
+import { HttpAppLive, NodeServerLive } from "../../src/http/Server.js"
+import { projections } from "../../src/registry.js"
+import { servicesLayer } from "../../src/services.js"
 
 const LOCAL_HOSTS = new Set(["127.0.0.1", "localhost", "::1", "[::1]"])
 
@@ -192,3 +196,41 @@ export const measure = (
       failures: others.join(", ")
     } satisfies Measurement
   })
+
+/**
+ * The app as src/main.ts serves it (without processors) on 127.0.0.1 and a free port, over the
+ * scratch database, without rate limits; `identity` overrides identity settings (e.g. scrypt).
+ */
+export const benchApp = (identity: Partial<AppConfigShape["identity"]> = {}) => {
+  const config = Layer.scoped(
+    AppConfig,
+    Effect.map(scratchDatabase, (url) => {
+      const defaults = makeAppConfig()
+      return makeAppConfig({
+        nodeEnv: "test",
+        databaseUrl: Option.map(url, Redacted.make),
+        pgliteDataDir: "memory://",
+        dataEncryptionKey: Option.some(Redacted.make(randomBytes(32).toString("hex"))),
+        host: "127.0.0.1",
+        port: 0,
+        rateLimit: { ...defaults.rateLimit, enabled: false },
+        identity: {
+          ...defaults.identity,
+          // Given, so nothing is written to DATA_DIR.
+          jwtSecret: Option.some(Redacted.make(randomBytes(32).toString("hex"))),
+          ...identity
+        }
+      })
+    })
+  )
+  return HttpAppLive.pipe(
+    Layer.provideMerge(NodeServerLive),
+    Layer.provideMerge(servicesLayer({ processors: [], projections })),
+    Layer.provideMerge(config)
+  )
+}
+
+/** 12345.6 → "12,346". */
+export const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
+/** Milliseconds, one decimal below 10. */
+export const ms = (n: number) => `${n.toFixed(n < 10 ? 1 : 0)} ms`

@@ -11,6 +11,7 @@ import { Text } from "../http/Fields.js"
 import { ListOf, PageParams } from "../http/Lists.js"
 import { EmailSchema } from "../kernel/Email.js"
 import { LIMITS } from "./decider.js"
+import { Metadata } from "./events.js"
 import { SORT_FIELDS } from "./queries.js"
 
 // --- Field schemas ---------------------------------------------------------------------------------
@@ -56,9 +57,7 @@ const TagList = Schema.Array(Tag).pipe(
   Schema.maxItems(LIMITS.tags, { message: () => `tags must have at most ${LIMITS.tags} entries` })
 )
 
-const Metadata = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
-  message: () => "metadata must be a JSON object"
-})
+const MetadataObject = Metadata.annotations({ message: () => "metadata must be a JSON object" })
 
 const OptionalText = (field: string, max: number) => Schema.optional(Schema.NullOr(Text(field, max)))
 
@@ -81,7 +80,7 @@ export const Customer = Schema.Struct({
   firstName: Schema.String,
   lastName: Schema.String,
   phone: Schema.NullOr(Schema.String),
-  metadata: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+  metadata: Metadata,
   addresses: Schema.Array(Address),
   orderCount: Schema.Int,
   /** Minor units of the store currency (net of refunds). */
@@ -95,24 +94,22 @@ export const Customer = Schema.Struct({
 }).annotations({ identifier: "Customer" })
 
 /** The reduced customer of `GET /user` (spec §2.4). */
-export const CustomerSummary = Schema.Struct({
-  id: Schema.String,
-  email: Schema.String,
-  firstName: Schema.String,
-  lastName: Schema.String,
-  orderCount: Schema.Int,
-  totalSpent: Schema.Int,
-  createdAt: Schema.Date
-}).annotations({ identifier: "CustomerSummary" })
+export const CustomerSummary = Customer.pick(
+  "id",
+  "email",
+  "firstName",
+  "lastName",
+  "orderCount",
+  "totalSpent",
+  "createdAt"
+).annotations({ identifier: "CustomerSummary" })
 
 /** What `POST /user` answers (spec §2.4). */
-export const CreatedCustomer = Schema.Struct({
-  id: Schema.String,
-  email: Schema.String,
-  firstName: Schema.String,
-  lastName: Schema.String,
-  createdAt: Schema.Date
-}).annotations({ identifier: "CreatedCustomer" })
+export const CreatedCustomer = Customer.pick("id", "email", "firstName", "lastName", "createdAt").annotations(
+  {
+    identifier: "CreatedCustomer"
+  }
+)
 
 // --- Requests --------------------------------------------------------------------------------------
 
@@ -148,7 +145,7 @@ const NewCustomer = Schema.Struct({
   lastName: Text("lastName"),
   phone: Schema.optional(Schema.NullOr(Phone)),
   tags: Schema.optional(TagList),
-  metadata: Schema.optional(Metadata)
+  metadata: Schema.optional(MetadataObject)
 })
 
 const CustomerPatch = Schema.Struct({
@@ -156,7 +153,7 @@ const CustomerPatch = Schema.Struct({
   firstName: Schema.optional(Text("firstName")),
   lastName: Schema.optional(Text("lastName")),
   phone: Schema.optional(Schema.NullOr(Phone)),
-  metadata: Schema.optional(Schema.NullOr(Metadata)),
+  metadata: Schema.optional(Schema.NullOr(MetadataObject)),
   tags: Schema.optional(TagList),
   active: Schema.optional(Schema.Boolean)
 })

@@ -15,7 +15,8 @@ import {
   type CustomerEvent,
   CustomerReactivated,
   CustomerTagged,
-  CustomerUpdated
+  CustomerUpdated,
+  customerEventTypes
 } from "./events.js"
 
 export const customerStream = (customerId: string) => `customer-${customerId}`
@@ -46,14 +47,8 @@ export class CustomerLimitExceeded extends Data.TaggedError("CustomerLimitExceed
 
 // --- State ------------------------------------------------------------------------------------------
 
-export interface Address {
+export interface Address extends NewAddress {
   readonly addressId: string
-  readonly label: string | null
-  readonly line1: string
-  readonly city: string
-  readonly state: string | null
-  readonly postalCode: string | null
-  readonly country: string
   readonly isDefault: boolean
 }
 
@@ -391,16 +386,7 @@ export const customerSnapshot = (state: CustomerState) => ({
 
 export const CustomerDecider = defineDecider({
   streamType: "customer",
-  events: [
-    CustomerCreated,
-    CustomerUpdated,
-    CustomerAddressAdded,
-    CustomerAddressRemoved,
-    CustomerTagged,
-    CustomerDeactivated,
-    CustomerReactivated,
-    CustomerErased
-  ],
+  events: customerEventTypes,
   initialState: initial,
   // No snapshots: they would keep personal fields in clear beyond crypto-shredding (a customer's
   // stream grows only with staff or shopper edits).

@@ -6,8 +6,8 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { textArray } from "../db/Sql.js"
-import { isShredded } from "../eventstore/EventType.js"
+import { optionalColumn, textArray } from "../db/Sql.js"
+import { isShredded, revealOr } from "../eventstore/EventType.js"
 import { normalizeEmail } from "../kernel/Email.js"
 import { defineProjection } from "../kernel/Projection.js"
 import { customerEventTypes } from "./events.js"
@@ -49,19 +49,16 @@ export const CustomersProjection = defineProjection({
           case "customer.updated": {
             const d = e.data
             if (!(yield* advance(d.customerId, e.streamVersion, at))) break
-            const clear = <A>(value: A | { readonly _tag: "Shredded" } | undefined) =>
-              value === undefined || isShredded(value) ? undefined : { value }
-            const email = clear(d.email)
-            const firstName = clear(d.firstName)
-            const lastName = clear(d.lastName)
-            const phone = clear(d.phone)
-            const metadata = clear(d.metadata)
+            // Absent or shredded → undefined (unchanged); a null phone is a real change.
+            const email = revealOr(d.email, undefined)
+            const phone = revealOr(d.phone, undefined)
+            const metadata = revealOr(d.metadata, undefined)
             const changes: Record<string, string | null> = {
-              ...(email ? { email: email.value, email_normalized: normalizeEmail(email.value) } : {}),
-              ...(firstName ? { first_name: firstName.value } : {}),
-              ...(lastName ? { last_name: lastName.value } : {}),
-              ...(phone ? { phone: phone.value } : {}),
-              ...(metadata ? { metadata: JSON.stringify(metadata.value) } : {})
+              ...(email === undefined ? {} : { email, email_normalized: normalizeEmail(email) }),
+              ...optionalColumn("first_name", revealOr(d.firstName, undefined)),
+              ...optionalColumn("last_name", revealOr(d.lastName, undefined)),
+              ...optionalColumn("phone", phone),
+              ...optionalColumn("metadata", metadata === undefined ? undefined : JSON.stringify(metadata))
             }
             if (Object.keys(changes).length > 0) {
               yield* sql`UPDATE ${customers} SET ${sql.update(changes)} WHERE customer_id = ${d.customerId}`

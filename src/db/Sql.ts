@@ -14,3 +14,7 @@ export const isUniqueViolation = (error: unknown): boolean => {
   }
   return false
 }
+
+/** `{ [column]: value }` for `sql.update`, or `{}` when the value is undefined (a field left unchanged). */
+export const optionalColumn = <A>(column: string, value: A | undefined): Record<string, A> =>
+  value === undefined ? {} : { [column]: value }

@@ -27,7 +27,8 @@ import {
   UserPasswordResetRequested,
   UserProfileChanged,
   UserReactivated,
-  UserRegistered
+  UserRegistered,
+  userEventTypes
 } from "./events.js"
 import type { Role } from "./permissions.js"
 
@@ -149,16 +150,7 @@ const laterOf = (a: Date | undefined, b: Date): Date => (a !== undefined && a.ge
 
 export const UserDecider = defineDecider({
   streamType: "user",
-  events: [
-    UserRegistered,
-    UserLoggedIn,
-    UserPasswordResetRequested,
-    UserPasswordReset,
-    UserProfileChanged,
-    UserDeactivated,
-    UserReactivated,
-    UserErased
-  ],
+  events: userEventTypes,
   initialState: initialUser,
   // No snapshots: they would keep personal fields in clear beyond crypto-shredding. A user's stream
   // grows by one event per login, which stays short at any realistic login rate.

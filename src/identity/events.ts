@@ -168,7 +168,7 @@ export const OAuthClientDeleted = defineEvent("oauth_client.deleted", {
   schema: Schema.Struct({ clientId: Schema.String, deletedBy: ActorRef })
 })
 
-export const identityEventTypes = [
+export const userEventTypes = [
   UserRegistered,
   UserLoggedIn,
   UserPasswordResetRequested,
@@ -176,7 +176,11 @@ export const identityEventTypes = [
   UserProfileChanged,
   UserDeactivated,
   UserReactivated,
-  UserErased,
+  UserErased
+] as const
+
+export const identityEventTypes = [
+  ...userEventTypes,
   SessionStarted,
   TokenRefreshed,
   SessionRevoked,
@@ -188,15 +192,7 @@ export const identityEventTypes = [
   OAuthClientDeleted
 ] as const
 
-export type UserEvent =
-  | EventOf<typeof UserRegistered>
-  | EventOf<typeof UserLoggedIn>
-  | EventOf<typeof UserPasswordResetRequested>
-  | EventOf<typeof UserPasswordReset>
-  | EventOf<typeof UserProfileChanged>
-  | EventOf<typeof UserDeactivated>
-  | EventOf<typeof UserReactivated>
-  | EventOf<typeof UserErased>
+export type UserEvent = EventOf<(typeof userEventTypes)[number]>
 export type SessionEvent =
   | EventOf<typeof SessionStarted>
   | EventOf<typeof TokenRefreshed>

@@ -5,8 +5,8 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { textArray } from "../db/Sql.js"
-import { isShredded } from "../eventstore/EventType.js"
+import { optionalColumn, textArray } from "../db/Sql.js"
+import { isShredded, revealOr } from "../eventstore/EventType.js"
 import type { Recorded } from "../kernel/Decider.js"
 import { normalizeEmail } from "../kernel/Email.js"
 import { defineProjection } from "../kernel/Projection.js"
@@ -69,6 +69,10 @@ export const IdentityProjection = defineProjection({
       const apiKeys = sql(target.table(API_KEYS))
       const clients = sql(target.table(OAUTH_CLIENTS))
       const revocations = sql(target.table(REVOCATIONS))
+      /** Sessions of the user started before `at` end at `at` (a reset, a deactivation, an erasure). */
+      const revokeSessionsBefore = (userId: string, at: Date, reason: string) =>
+        sql`UPDATE ${sessions} SET revoked_at = ${at}, revoke_reason = ${reason}
+          WHERE user_id = ${userId} AND started_at < ${at} AND revoked_at IS NULL`
       for (const e of events) {
         const revocation = revocationOf(e)
         if (revocation) {
@@ -102,20 +106,16 @@ export const IdentityProjection = defineProjection({
                   sessions_valid_after = GREATEST(coalesce(sessions_valid_after, ${d.sessionsValidAfter}), ${d.sessionsValidAfter})
                 WHERE user_id = ${d.userId}`
             }
-            yield* sql`UPDATE ${sessions} SET revoked_at = ${d.sessionsValidAfter}, revoke_reason = 'password_reset'
-              WHERE user_id = ${d.userId} AND started_at < ${d.sessionsValidAfter} AND revoked_at IS NULL`
+            yield* revokeSessionsBefore(d.userId, d.sessionsValidAfter, "password_reset")
             break
           }
           case "user.profile_changed": {
             const d = e.data
-            const clear = (v: typeof d.email) => (v === undefined || isShredded(v) ? undefined : v)
-            const email = clear(d.email)
-            const firstName = clear(d.firstName)
-            const lastName = clear(d.lastName)
+            const email = revealOr(d.email, undefined)
             const changes: Record<string, string> = {
               ...(email === undefined ? {} : { email, email_normalized: normalizeEmail(email) }),
-              ...(firstName === undefined ? {} : { first_name: firstName }),
-              ...(lastName === undefined ? {} : { last_name: lastName })
+              ...optionalColumn("first_name", revealOr(d.firstName, undefined)),
+              ...optionalColumn("last_name", revealOr(d.lastName, undefined))
             }
             if (Object.keys(changes).length > 0) {
               yield* sql`UPDATE ${users} SET ${sql.update(changes)} WHERE user_id = ${d.userId}`
@@ -127,8 +127,7 @@ export const IdentityProjection = defineProjection({
             yield* sql`UPDATE ${users} SET deactivated_at = ${d.sessionsValidAfter},
                 sessions_valid_after = GREATEST(coalesce(sessions_valid_after, ${d.sessionsValidAfter}), ${d.sessionsValidAfter})
               WHERE user_id = ${d.userId}`
-            yield* sql`UPDATE ${sessions} SET revoked_at = ${d.sessionsValidAfter}, revoke_reason = 'deactivated'
-              WHERE user_id = ${d.userId} AND started_at < ${d.sessionsValidAfter} AND revoked_at IS NULL`
+            yield* revokeSessionsBefore(d.userId, d.sessionsValidAfter, "deactivated")
             break
           }
           case "user.reactivated":
@@ -136,8 +135,7 @@ export const IdentityProjection = defineProjection({
             break
           case "user.erased":
             yield* sql`DELETE FROM ${users} WHERE user_id = ${e.data.userId}`
-            yield* sql`UPDATE ${sessions} SET revoked_at = ${e.data.sessionsValidAfter}, revoke_reason = 'erased'
-              WHERE user_id = ${e.data.userId} AND revoked_at IS NULL`
+            yield* revokeSessionsBefore(e.data.userId, e.data.sessionsValidAfter, "erased")
             break
           case "session.started":
             yield* sql`INSERT INTO ${sessions} (session_id, user_id, started_at, expires_at)
