@@ -7,7 +7,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/p
 import { Schema } from "effect"
 import { Authentication, RequiredScope, StaffOnly } from "../http/Auth.js"
 import { Conflict, Forbidden, NotFound } from "../http/errors.js"
-import { Text } from "../http/Fields.js"
+import { Instant, Text } from "../http/Fields.js"
 import { ListOf, PageParams } from "../http/Lists.js"
 import { EmailSchema } from "../kernel/Email.js"
 import { LIMITS } from "./decider.js"
@@ -134,9 +134,7 @@ export const CustomerListParams = Schema.Struct({
       })
     )
   ),
-  since: Schema.optional(
-    Schema.Date.annotations({ message: () => "since must be an ISO 8601 date or timestamp, e.g. 2026-01-31" })
-  )
+  since: Schema.optional(Instant("since"))
 })
 
 const NewCustomer = Schema.Struct({

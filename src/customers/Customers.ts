@@ -156,12 +156,13 @@ export const makeCustomers = Effect.gen(function* () {
       })
     )
 
-  /** Refuses an address another customer or account holds (`self` = this customer and its login). */
-  const ensureEmailFree = (email: string, self?: { customerId: string; userId: string | undefined }) =>
+  /**
+   * Refuses an address another customer or account holds. A registered shopper's login carries
+   * their customer id, so `customerId` excludes both the record itself and its own login.
+   */
+  const ensureEmailFree = (email: string, customerId?: string) =>
     Effect.flatMap(withSql(emailHolders(email)), (holders) =>
-      holders.some(
-        (h) => h.customerId !== self?.customerId && (h.userId === null || h.userId !== self?.userId)
-      )
+      holders.some((h) => h.customerId === null || h.customerId !== customerId)
         ? Effect.fail(emailTaken)
         : Effect.void
     )
@@ -255,10 +256,7 @@ export const makeCustomers = Effect.gen(function* () {
       const metadata = yield* commandMetadata(actor)
       const { userId, userEvents } = yield* transact(
         Effect.gen(function* () {
-          if (patch.email !== undefined) {
-            const current = yield* runner.load(CustomerDecider, customerStream(customerId))
-            yield* ensureEmailFree(patch.email, { customerId, userId: current.state.userId })
-          }
+          if (patch.email !== undefined) yield* ensureEmailFree(patch.email, customerId)
           const result = yield* execute(customerId, { _tag: "Update", changes }, actor)
           const state = result.state
           const userId = state.userId

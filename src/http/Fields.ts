@@ -1,5 +1,5 @@
 /** Request-field schemas shared by several contexts, each with the message a client reads. */
-import { Schema } from "effect"
+import { ParseResult, Schema } from "effect"
 
 /** Trimmed text of 1 to `max` characters (names, labels). */
 export const Text = (field: string, max = 100) =>
@@ -7,3 +7,43 @@ export const Text = (field: string, max = 100) =>
     Schema.minLength(1, { message: () => `${field} must not be empty` }),
     Schema.maxLength(max, { message: () => `${field} must be at most ${max} characters` })
   )
+
+const ISO_8601 =
+  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(\.\d{1,9})?)?([Zz]|[+-]\d{2}:?\d{2})?)?$/
+
+/** An ISO 8601 date or date-time that exists on the calendar, years 0001–9999; UTC unless offset. */
+const parseInstant = (text: string): Date | undefined => {
+  const m = ISO_8601.exec(text.trim())
+  if (!m) return undefined
+  const [, y, mo, d, h = "00", mi = "00", s = "00", frac = "", zone = "Z"] = m
+  const year = Number(y)
+  const day = new Date(Date.UTC(year, Number(mo) - 1, Number(d)))
+  // Rejects 2026-02-30 and 13th months instead of rolling them over.
+  if (year < 1 || day.getUTCMonth() !== Number(mo) - 1 || day.getUTCDate() !== Number(d)) return undefined
+  if (Number(h) > 23 || Number(mi) > 59 || Number(s) > 59) return undefined
+  const offset = /^[Zz]$/.test(zone) ? "Z" : zone.length === 5 ? `${zone.slice(0, 3)}:${zone.slice(3)}` : zone
+  const instant = new Date(`${y}-${mo}-${d}T${h}:${mi}:${s}${frac.slice(0, 4)}${offset}`)
+  return Number.isNaN(instant.getTime()) ? undefined : instant
+}
+
+/**
+ * A timestamp in a query or body: `2026-01-31`, `2026-01-31T12:00:00Z`, `…+02:00`. Out-of-calendar
+ * dates and years outside 0001–9999 are a 400 here, never an out-of-range error from PostgreSQL.
+ */
+export const Instant = (field: string) =>
+  Schema.transformOrFail(Schema.String, Schema.DateFromSelf, {
+    strict: true,
+    decode: (text, _, ast) => {
+      const instant = parseInstant(text)
+      return instant
+        ? ParseResult.succeed(instant)
+        : ParseResult.fail(
+            new ParseResult.Type(
+              ast,
+              text,
+              `${field} must be an ISO 8601 date or timestamp between years 0001 and 9999, e.g. 2026-01-31 or 2026-01-31T12:00:00Z`
+            )
+          )
+    },
+    encode: (date) => ParseResult.succeed(date.toISOString())
+  })

@@ -178,7 +178,6 @@ export const makeIdentity = Effect.gen(function* () {
   const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.provideService(effect, SqlClient.SqlClient, sql)
 
-  const metadataFor = commandMetadata
   const transact = yield* makeTransact
 
   /** A new session's ids, refresh token and the command that starts it (run inside the caller's transaction). */
@@ -257,7 +256,7 @@ export const makeIdentity = Effect.gen(function* () {
       const userId = yield* Ids.make("usr")
       const customerId = role === "customer" ? yield* Ids.make("cus") : undefined
       const session = yield* newSession(userId)
-      const metadata = yield* metadataFor({ type: "user", id: userId })
+      const metadata = yield* commandMetadata({ type: "user", id: userId })
       const created = yield* transact(
         Effect.gen(function* () {
           if (customerId !== undefined) {
@@ -331,7 +330,7 @@ export const makeIdentity = Effect.gen(function* () {
       yield* throttle.succeeded(input.email)
       if (user.deactivatedAt !== null) return yield* Effect.fail(accountDeactivated)
       const session = yield* newSession(user.userId)
-      const metadata = yield* metadataFor({ type: "user", id: user.userId })
+      const metadata = yield* commandMetadata({ type: "user", id: user.userId })
       // The contended stream (the user's) first: a conflict there is met before anything else.
       yield* transact(
         Effect.zipRight(
@@ -376,7 +375,7 @@ export const makeIdentity = Effect.gen(function* () {
       const refreshToken = `rt_${suffixOf(sessionId)}${randomBase62()}`
       const tokenId = randomUUID()
       const now = yield* Time.now
-      const metadata = yield* metadataFor({ type: "user", id: user.userId })
+      const metadata = yield* commandMetadata({ type: "user", id: user.userId })
       const result = yield* transact(
         runner.execute(
           SessionDecider,
@@ -419,7 +418,7 @@ export const makeIdentity = Effect.gen(function* () {
 
   const logout = (actor: AuthenticatedActor) =>
     Effect.gen(function* () {
-      const metadata = yield* metadataFor(actorRef(actor))
+      const metadata = yield* commandMetadata(actorRef(actor))
       if (actor.type === "user" && actor.sessionId !== undefined) {
         const result = yield* transact(
           runner.execute(
@@ -482,7 +481,7 @@ export const makeIdentity = Effect.gen(function* () {
       const allowed = yield* limiter.consume(resetRequestsPerAccount, user.userId)
       if (!allowed.allowed) return yield* Effect.logWarning("password reset requests over the hourly limit")
       const token = `prt_${suffixOf(user.userId)}${randomBase62()}`
-      const metadata = yield* metadataFor({ type: "user", id: user.userId })
+      const metadata = yield* commandMetadata({ type: "user", id: user.userId })
       yield* transact(
         runner.execute(
           UserDecider,
@@ -519,7 +518,7 @@ export const makeIdentity = Effect.gen(function* () {
       }
       const passwordHash = yield* hasher.hash(input.password)
       const now = yield* Time.now
-      const metadata = yield* metadataFor({ type: "user", id: userId })
+      const metadata = yield* commandMetadata({ type: "user", id: userId })
       const result = yield* transact(
         runner.execute(
           UserDecider,
@@ -609,7 +608,7 @@ export const makeIdentity = Effect.gen(function* () {
         scopes,
         ttlSeconds: CLIENT_TOKEN_TTL_SECONDS
       })
-      const metadata = yield* metadataFor({ type: "oauth_client", id: client.value.clientId })
+      const metadata = yield* commandMetadata({ type: "oauth_client", id: client.value.clientId })
       yield* transact(
         runner.execute(
           OAuthClientDecider,
@@ -645,7 +644,7 @@ export const makeIdentity = Effect.gen(function* () {
       const scopes = yield* grantableScopes(actor, input.scopes)
       const keyId = yield* Ids.make("key")
       const key = `${API_KEY_PREFIX}${randomBase62()}`
-      const metadata = yield* metadataFor(actorRef(actor))
+      const metadata = yield* commandMetadata(actorRef(actor))
       const result = yield* transact(
         runner.execute(
           ApiKeyDecider,
@@ -681,7 +680,7 @@ export const makeIdentity = Effect.gen(function* () {
   const revokeApiKey = (actor: AuthenticatedActor, keyId: string) =>
     Effect.gen(function* () {
       if (!Ids.isValid("key", keyId)) return yield* Effect.fail(notFound("API key"))
-      const metadata = yield* metadataFor(actorRef(actor))
+      const metadata = yield* commandMetadata(actorRef(actor))
       yield* transact(
         runner.execute(
           ApiKeyDecider,
@@ -710,7 +709,7 @@ export const makeIdentity = Effect.gen(function* () {
       const scopes = yield* grantableScopes(actor, input.scopes ?? [ADMIN_SCOPE])
       const clientId = yield* Ids.make("cli")
       const clientSecret = `cs_${randomBase62()}`
-      const metadata = yield* metadataFor(actorRef(actor))
+      const metadata = yield* commandMetadata(actorRef(actor))
       const result = yield* transact(
         runner.execute(
           OAuthClientDecider,
@@ -739,7 +738,7 @@ export const makeIdentity = Effect.gen(function* () {
   const deleteClient = (actor: AuthenticatedActor, clientId: string) =>
     Effect.gen(function* () {
       if (!Ids.isValid("cli", clientId)) return yield* Effect.fail(notFound("OAuth client"))
-      const metadata = yield* metadataFor(actorRef(actor))
+      const metadata = yield* commandMetadata(actorRef(actor))
       const result = yield* transact(
         runner.execute(
           OAuthClientDecider,

@@ -232,7 +232,13 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("GET /user"
       expect(yield* since(new Date(Date.parse(a.createdAt) - 1).toISOString())).toEqual([a.id, b.id, c.id])
       expect(yield* since("2000-01-01")).toEqual([a.id, b.id, c.id])
       expect(yield* since("2999-12-31")).toEqual([])
-      for (const bad of ["yesterday", "2026-13-45", "", "abc123"]) {
+      // Offsets are honoured; a date-time without one is UTC.
+      expect(
+        yield* since(new Date(Date.parse(a.createdAt) - 1).toISOString().replace("Z", "+00:00"))
+      ).toEqual([a.id, b.id, c.id])
+      // Dates off the calendar, or beyond what PostgreSQL stores, are the client's mistake (never a 500).
+      const offCalendar = ["2026-02-30", "-271821-04-20", "+275760-09-13T00:00:00Z", "0000-01-01", "1e10"]
+      for (const bad of ["yesterday", "2026-13-45", "", "abc123", ...offCalendar]) {
         expectError(yield* listCustomers(token, { tag, since: bad }), 400, "parameter_invalid", "since")
       }
     })
