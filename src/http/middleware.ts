@@ -118,6 +118,12 @@ const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
       )
     }
     if (!form && !raw && text.right.trim() !== "") {
+      // Before parsing: a parse of thousands of levels can itself overflow the stack.
+      if (jsonDepth(text.right) > MAX_JSON_DEPTH) {
+        return Option.some(
+          fail(400, "invalid_json", `JSON values may be nested at most ${MAX_JSON_DEPTH} levels deep`)
+        )
+      }
       let nul = false
       try {
         JSON.parse(text.right, (key, value) => {
@@ -134,6 +140,29 @@ const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
     if (form && /%00/i.test(text.right)) return Option.some(nulRefused)
     return Option.none()
   })
+
+/**
+ * Deeper JSON than any request needs: serializing a value nested thousands of levels deep (metadata,
+ * stored events) overflows the stack, so such a body is refused up front as bad input.
+ */
+export const MAX_JSON_DEPTH = 64
+
+/** The deepest nesting of arrays and objects in a JSON text (one linear scan, strings skipped). */
+const jsonDepth = (text: string): number => {
+  let depth = 0
+  let max = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 92 /* \ */) i++
+      else if (c === 34 /* " */) inString = false
+    } else if (c === 34) inString = true
+    else if (c === 91 /* [ */ || c === 123 /* { */) max = Math.max(max, ++depth)
+    else if (c === 93 /* ] */ || c === 125 /* } */) depth--
+  }
+  return max
+}
 
 /** PostgreSQL text cannot hold U+0000: refused up front, wherever it appears, as bad input. */
 const nulRefused = fail(400, "parameter_invalid", "text must not contain NUL (U+0000) characters")

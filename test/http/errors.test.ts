@@ -24,7 +24,7 @@ import {
   PayloadTooLarge,
   UnsupportedMediaType
 } from "../../src/http/errors.js"
-import { apiMiddleware, MAX_BODY_BYTES } from "../../src/http/middleware.js"
+import { apiMiddleware, MAX_BODY_BYTES, MAX_JSON_DEPTH } from "../../src/http/middleware.js"
 import { TestCredentials, TestHttp } from "../support/http.js"
 
 interface ErrorJson {
@@ -212,6 +212,26 @@ describe("the service", () => {
           )
         )
         expectError(tooBig, 413, "payload_too_large")
+      })
+    )
+
+    it.effect("JSON nested deeper than MAX_JSON_DEPTH is a 400; at the limit it is read", () =>
+      Effect.gen(function* () {
+        const nested = (depth: number) =>
+          `{"email":"a@example.com","password":"whatever1","m":${"[".repeat(depth - 1)}"a\\"]{["${"]".repeat(depth - 1)}}`
+        const deep = yield* send(
+          HttpClientRequest.post("/auth/login").pipe(
+            HttpClientRequest.bodyText(nested(200_000), "application/json")
+          )
+        )
+        expect(expectError(deep, 400, "invalid_json").error.message).toContain(`${MAX_JSON_DEPTH} levels`)
+        // Brackets inside strings (and escaped quotes) do not count.
+        const atLimit = yield* send(
+          HttpClientRequest.post("/auth/login").pipe(
+            HttpClientRequest.bodyText(nested(MAX_JSON_DEPTH), "application/json")
+          )
+        )
+        expect(atLimit.status, atLimit.text).toBe(401)
       })
     )
 
