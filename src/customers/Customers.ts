@@ -30,7 +30,6 @@ import {
 } from "./decider.js"
 import {
   type CustomerListQuery,
-  type CustomerRow,
   type CustomerSort,
   emailHolders,
   findCustomer,
@@ -107,23 +106,6 @@ const blankToUndefined = (text: string | undefined) => {
   return trimmed === undefined || trimmed === "" ? undefined : trimmed
 }
 
-export const customerView = (row: CustomerRow) => ({
-  id: row.id,
-  email: row.email,
-  firstName: row.firstName,
-  lastName: row.lastName,
-  phone: row.phone,
-  metadata: row.metadata,
-  addresses: row.addresses,
-  orderCount: row.orderCount,
-  totalSpent: row.totalSpent,
-  tags: row.tags,
-  active: row.active,
-  hasAccount: row.userId !== null,
-  createdAt: row.createdAt,
-  updatedAt: row.updatedAt
-})
-
 export const makeCustomers = Effect.gen(function* () {
   const runner = yield* CommandRunner
   const store = yield* EventStore
@@ -152,7 +134,7 @@ export const makeCustomers = Effect.gen(function* () {
     Effect.flatMap(withSql(findCustomer(customerId)), (row) =>
       Option.match(row, {
         onNone: () => Effect.fail(notFound),
-        onSome: (r) => Effect.succeed(customerView(r))
+        onSome: Effect.succeed
       })
     )
 

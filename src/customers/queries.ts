@@ -52,7 +52,8 @@ export interface CustomerRow extends CustomerSummaryRow {
   readonly metadata: Readonly<Record<string, unknown>>
   readonly tags: ReadonlyArray<string>
   readonly active: boolean
-  readonly userId: string | null
+  /** A registered shopper can log in as this customer. */
+  readonly hasAccount: boolean
   readonly updatedAt: Date
   readonly addresses: ReadonlyArray<AddressRow>
 }
@@ -117,7 +118,7 @@ export const findCustomer = (customerId: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
     Effect.map(
       sql<CustomerRow>`SELECT c.customer_id AS id, c.email, c.first_name AS "firstName", c.last_name AS "lastName",
-          c.phone, c.metadata, c.tags, c.active, c.user_id AS "userId", c.order_count AS "orderCount",
+          c.phone, c.metadata, c.tags, c.active, c.user_id IS NOT NULL AS "hasAccount", c.order_count AS "orderCount",
           c.total_spent AS "totalSpent", c.created_at AS "createdAt", c.updated_at AS "updatedAt",
           coalesce((SELECT json_agg(json_build_object('id', a.address_id, 'label', a.label, 'line1', a.line1,
               'city', a.city, 'state', a.state, 'postalCode', a.postal_code, 'country', a.country,
@@ -135,8 +136,8 @@ export const findCustomer = (customerId: string) =>
 export const emailHolders = (email: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) => {
     const normalized = normalizeEmail(email)
-    return sql<{ customerId: string | null; userId: string | null }>`
-      SELECT customer_id AS "customerId", user_id AS "userId" FROM ${sql(CUSTOMERS)} WHERE email_normalized = ${normalized}
+    return sql<{ customerId: string | null }>`
+      SELECT customer_id AS "customerId" FROM ${sql(CUSTOMERS)} WHERE email_normalized = ${normalized}
       UNION ALL
-      SELECT customer_id AS "customerId", user_id AS "userId" FROM ${sql(USERS)} WHERE email_normalized = ${normalized}`
+      SELECT customer_id AS "customerId" FROM ${sql(USERS)} WHERE email_normalized = ${normalized}`
   })
