@@ -34,7 +34,7 @@ import {
   emailHolders,
   findCustomer,
   listCustomers,
-  type SortField
+  SORT_FIELDS
 } from "./queries.js"
 
 export interface NewCustomerInput {
@@ -96,9 +96,10 @@ const addressLimit = (e: CustomerLimitExceeded) =>
 
 /** `sort=<field>[:<asc|desc>]` (already checked by the route schema); newest first by default. */
 export const parseSort = (sort: string | undefined): CustomerSort => {
-  if (sort === undefined) return { field: "createdAt", direction: "desc" }
-  const [field, direction] = sort.split(":")
-  return { field: field as SortField, direction: direction === "desc" ? "desc" : "asc" }
+  const [name, direction] = (sort ?? "").split(":")
+  const field = SORT_FIELDS.find((f) => f === name)
+  if (field === undefined) return { field: "createdAt", direction: "desc" }
+  return { field, direction: direction === "desc" ? "desc" : "asc" }
 }
 
 const blankToUndefined = (text: string | undefined) => {
