@@ -32,7 +32,16 @@ import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Logger, LogLevel } from "effect"
 import { AppConfig } from "../../src/config.js"
 import { DatabaseInfo } from "../../src/db/Database.js"
-import { benchApp, type CannonOptions, fmt, loadAverage, measure, ms, printTable } from "./support.js"
+import {
+  benchApp,
+  type CannonOptions,
+  fmt,
+  loadAverage,
+  measure,
+  ms,
+  printFootnotes,
+  printTable
+} from "./support.js"
 
 // ---------------------------------------------------------------------------------------------------
 // Settings
@@ -251,17 +260,11 @@ const program = Effect.gen(function* () {
     ]
   ]
   yield* printTable(rows)
-  for (const [label, m] of [
+  yield* printFootnotes([
     ["/health", health],
     ["/auth/me", me],
     ["/auth/login", login]
-  ] as const) {
-    if (m.failures !== "") yield* Console.log(`warning: ${label} also answered ${m.failures}`)
-  }
-  yield* Console.log(
-    `load average at the end: ${loadAverage()} (the load generator, the app and the database share ` +
-      "this machine's CPUs; other processes skew every number)"
-  )
+  ])
 })
 
 program.pipe(

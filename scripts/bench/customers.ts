@@ -49,6 +49,7 @@ import {
   type Measurement,
   measure,
   ms,
+  printFootnotes,
   printTable
 } from "./support.js"
 
@@ -488,18 +489,12 @@ const program = Effect.gen(function* () {
     `EXPLAIN (ANALYZE) on the seeded data, server execution time, median of ${EXPLAIN_RUNS}:`
   )
   yield* printTable(plans)
-  for (const [label, m] of [
+  yield* printFootnotes([
     ["/health", health],
     ["/user?q", search],
     ["/user/:id", byId],
     ["/user", unfiltered]
-  ] as const) {
-    if (m.failures !== "") yield* Console.log(`warning: ${label} also answered ${m.failures}`)
-  }
-  yield* Console.log(
-    `load average at the end: ${loadAverage()} (the load generator, the app and the database share ` +
-      "this machine's CPUs; other processes skew every number)"
-  )
+  ])
 })
 
 program.pipe(

@@ -234,3 +234,15 @@ export const benchApp = (identity: Partial<AppConfigShape["identity"]> = {}) => 
 export const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
 /** Milliseconds, one decimal below 10. */
 export const ms = (n: number) => `${n.toFixed(n < 10 ? 1 : 0)} ms`
+
+/** After the table: any non-2xx answers a measurement saw, and the machine's load at the end. */
+export const printFootnotes = (measured: ReadonlyArray<readonly [string, Measurement]>) =>
+  Effect.gen(function* () {
+    for (const [label, m] of measured) {
+      if (m.failures !== "") yield* Console.log(`warning: ${label} also answered ${m.failures}`)
+    }
+    yield* Console.log(
+      `load average at the end: ${loadAverage()} (the load generator, the app and the database share ` +
+        "this machine's CPUs; other processes skew every number)"
+    )
+  })
