@@ -37,6 +37,34 @@ export interface IdentitySettings {
   readonly adminPassword: Option.Option<Redacted.Redacted<string>>
 }
 
+/** Notifications (`src/notifications`): providers per channel, sender, store identity in templates. */
+export interface NotificationSettings {
+  /** `smtp://user:pass@host:587` or `smtps://…:465`; email goes to the log provider when absent. */
+  readonly smtpUrl: Option.Option<Redacted.Redacted<string>>
+  /** The From of every email, e.g. `Shop <no-reply@shop.example>`. */
+  readonly emailFrom: string
+  /** Base URL of a Twilio-Messages-shaped API (`https://api.twilio.com`); SMS is logged when absent. */
+  readonly smsProviderUrl: Option.Option<string>
+  /** Basic-auth user (Twilio Account SID) and password (auth token); the SID is also in the path. */
+  readonly smsAccountSid: string
+  readonly smsAuthToken: Option.Option<Redacted.Redacted<string>>
+  /** Sender number (E.164) or messaging service id. */
+  readonly smsFrom: string
+  /** Base URL of an FCM-HTTP-v1-shaped API (`https://fcm.googleapis.com`); push is logged when absent. */
+  readonly pushProviderUrl: Option.Option<string>
+  readonly pushProjectId: string
+  /** OAuth2 bearer token sent to the push provider. */
+  readonly pushAccessToken: Option.Option<Redacted.Redacted<string>>
+  /** One provider call may take this long before it counts as a (transient) failure. */
+  readonly sendTimeoutSeconds: number
+  /** Notifications one worker process sends at once. */
+  readonly senderConcurrency: number
+  /** Shown in the built-in templates. */
+  readonly storeName: string
+  /** The store front's base URL, for links in the built-in templates (password reset, orders). */
+  readonly storeUrl: string
+}
+
 export interface AppConfigShape {
   readonly nodeEnv: NodeEnv
   /** `postgres://…` — when absent the service runs embedded PostgreSQL (PGlite). */
@@ -68,6 +96,7 @@ export interface AppConfigShape {
   /** When set, `/metrics` requires `Authorization: Bearer <token>`; open otherwise. */
   readonly metricsToken: Option.Option<Redacted.Redacted<string>>
   readonly identity: IdentitySettings
+  readonly notifications: NotificationSettings
 }
 
 export class AppConfig extends Context.Tag("AppConfig")<AppConfig, AppConfigShape>() {}
@@ -146,6 +175,27 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
     loginMaxFailuresPerIp: positiveInt("LOGIN_MAX_FAILURES_PER_IP", 100),
     adminEmail: Config.option(Config.string("ADMIN_EMAIL")),
     adminPassword: Config.option(Config.redacted("ADMIN_PASSWORD"))
+  }),
+  notifications: Config.all({
+    smtpUrl: Config.option(Config.redacted("SMTP_URL")),
+    emailFrom: Config.string("EMAIL_FROM").pipe(Config.withDefault("commerce-platform <no-reply@localhost>")),
+    smsProviderUrl: Config.option(Config.string("SMS_PROVIDER_URL")),
+    smsAccountSid: Config.string("SMS_ACCOUNT_SID").pipe(Config.withDefault("")),
+    smsAuthToken: Config.option(Config.redacted("SMS_AUTH_TOKEN")),
+    smsFrom: Config.string("SMS_FROM").pipe(Config.withDefault("")),
+    pushProviderUrl: Config.option(Config.string("PUSH_PROVIDER_URL")),
+    pushProjectId: Config.string("PUSH_PROJECT_ID").pipe(Config.withDefault("")),
+    pushAccessToken: Config.option(Config.redacted("PUSH_ACCESS_TOKEN")),
+    sendTimeoutSeconds: Config.integer("NOTIFICATION_SEND_TIMEOUT_SECONDS").pipe(
+      Config.withDefault(15),
+      Config.validate({ message: "must be between 1 and 120", validation: (n) => n >= 1 && n <= 120 })
+    ),
+    senderConcurrency: Config.integer("NOTIFICATION_CONCURRENCY").pipe(
+      Config.withDefault(16),
+      Config.validate({ message: "must be between 1 and 256", validation: (n) => n >= 1 && n <= 256 })
+    ),
+    storeName: Config.string("STORE_NAME").pipe(Config.withDefault("Our store")),
+    storeUrl: Config.string("STORE_URL").pipe(Config.withDefault("http://localhost:3000"))
   })
 }).pipe(
   Config.map((c) => ({
@@ -158,6 +208,13 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
       jwtSecret: Option.filter(c.identity.jwtSecret, (secret) => Redacted.value(secret).trim() !== ""),
       adminEmail: Option.filter(c.identity.adminEmail, (email) => email.trim() !== ""),
       adminPassword: Option.filter(c.identity.adminPassword, (password) => Redacted.value(password) !== "")
+    },
+    notifications: {
+      ...c.notifications,
+      smtpUrl: Option.filter(c.notifications.smtpUrl, (url) => Redacted.value(url).trim() !== ""),
+      smsProviderUrl: Option.filter(c.notifications.smsProviderUrl, (url) => url.trim() !== ""),
+      pushProviderUrl: Option.filter(c.notifications.pushProviderUrl, (url) => url.trim() !== ""),
+      storeUrl: c.notifications.storeUrl.replace(/\/+$/, "")
     },
     pgliteDataDir: Option.getOrElse(c.pgliteDataDir, () => `${c.dataDir}/pglite`),
     instanceId: Option.getOrElse(
@@ -198,6 +255,21 @@ export const makeAppConfig = (overrides: Partial<AppConfigShape> = {}): AppConfi
     loginMaxFailuresPerIp: 100,
     adminEmail: Option.none(),
     adminPassword: Option.none()
+  },
+  notifications: {
+    smtpUrl: Option.none(),
+    emailFrom: "commerce-platform <no-reply@localhost>",
+    smsProviderUrl: Option.none(),
+    smsAccountSid: "",
+    smsAuthToken: Option.none(),
+    smsFrom: "",
+    pushProviderUrl: Option.none(),
+    pushProjectId: "",
+    pushAccessToken: Option.none(),
+    sendTimeoutSeconds: 15,
+    senderConcurrency: 16,
+    storeName: "Our store",
+    storeUrl: "http://localhost:3000"
   },
   ...overrides
 })

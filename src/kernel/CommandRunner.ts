@@ -4,7 +4,6 @@
  * public-event rows → wake local processors. Optimistic-concurrency conflicts (another process won
  * the race) are retried a bounded number of times by reloading and deciding again.
  */
-import { createHash } from "node:crypto"
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option, Schedule } from "effect"
@@ -14,7 +13,7 @@ import type { DomainEvent } from "../eventstore/EventType.js"
 import type { AppendError, EventDecodeError } from "../eventstore/errors.js"
 import { insertPublicEvents, type PublicEventRow } from "../eventstore/PublicEvents.js"
 import type { Decider, Recorded } from "./Decider.js"
-import { fromUuid } from "./Ids.js"
+import { derivedUuid, fromUuid } from "./Ids.js"
 import { type KeyedMailbox, makeKeyedMailbox } from "./KeyedMailbox.js"
 import { decodeStoredBatch, liveTarget, PROJECTION_LOCK_CLASS, Projections } from "./Projection.js"
 
@@ -63,13 +62,8 @@ export const isConcurrencyConflict = (error: unknown): boolean =>
   (error._tag === "WrongExpectedVersion" || error._tag === "StreamOrderingConflict")
 
 /** Public event ids derive from the source event id, keeping its UUIDv7 timestamp for ordering. */
-export const publicEventId = (sourceEventId: string, index: number): string => {
-  const hex = sourceEventId.replace(/-/g, "")
-  const digest = createHash("sha256").update(`${sourceEventId}:${index}`).digest("hex")
-  const mixed = `${hex.slice(0, 12)}7${digest.slice(0, 3)}${((Number.parseInt(digest.slice(3, 4), 16) & 0x3) | 0x8).toString(16)}${digest.slice(4, 19)}`
-  const uuid = `${mixed.slice(0, 8)}-${mixed.slice(8, 12)}-${mixed.slice(12, 16)}-${mixed.slice(16, 20)}-${mixed.slice(20, 32)}`
-  return fromUuid("evt", uuid)
-}
+export const publicEventId = (sourceEventId: string, index: number): string =>
+  fromUuid("evt", derivedUuid(sourceEventId.replace(/-/g, "").slice(0, 12), `${sourceEventId}:${index}`))
 
 interface SnapshotRow {
   readonly version: number

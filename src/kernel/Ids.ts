@@ -3,6 +3,7 @@
  * `cus_01jd4x8m6ffq2b3n5r7t9v1w3y`. Time-ordered, opaque, and cheap to validate: a malformed id is
  * simply "not found", never an error deeper in the stack.
  */
+import { createHash } from "node:crypto"
 import { Effect, Schema } from "effect"
 import { UUID_PATTERN, uuidv7 } from "./Uuid.js"
 
@@ -65,6 +66,21 @@ export const fromUuid = <P extends IdPrefix>(prefix: P, uuid: string): `${P}_${s
 /** A fresh id stamped with Effect's Clock. */
 export const make = <P extends IdPrefix>(prefix: P): Effect.Effect<`${P}_${string}`> =>
   Effect.map(uuidv7, (uuid) => fromUuid(prefix, uuid))
+
+/**
+ * A deterministic UUIDv7-shaped UUID: `timestampHex` (12 hex digits of Unix milliseconds) keeps ids
+ * time-ordered, the remaining bits come from a SHA-256 of `key`. Same key, same id: replays dedupe.
+ */
+export const derivedUuid = (timestampHex: string, key: string): string => {
+  const digest = createHash("sha256").update(key).digest("hex")
+  const variant = ((Number.parseInt(digest.slice(3, 4), 16) & 0x3) | 0x8).toString(16)
+  const hex = `${timestampHex.padStart(12, "0").slice(-12)}7${digest.slice(0, 3)}${variant}${digest.slice(4, 19)}`
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`
+}
+
+/** A deterministic id for `key`, ordered by `timestampMs` (e.g. one notification per trigger and channel). */
+export const derive = <P extends IdPrefix>(prefix: P, key: string, timestampMs: number): `${P}_${string}` =>
+  fromUuid(prefix, derivedUuid(Math.max(0, Math.floor(timestampMs)).toString(16), key))
 
 export const isValid = (prefix: IdPrefix, id: string): boolean => {
   if (!id.startsWith(`${prefix}_`)) return false
