@@ -9,15 +9,32 @@ import { idempotencyPurgeProcessor } from "./http/Idempotency.js"
 import { identityEventTypes } from "./identity/events.js"
 import { IdentityProjection } from "./identity/projection.js"
 import type { Projection } from "./kernel/Projection.js"
+import { automaticNotifications } from "./notifications/automatic.js"
+import { notificationEventTypes, settingsEventTypes, templateEventTypes } from "./notifications/events.js"
+import { NotificationsProjection } from "./notifications/projection.js"
+import { notificationSender } from "./notifications/sender.js"
 import type { Processor } from "./processors/Supervisor.js"
 import type { ProcessorServices } from "./services.js"
 
-export const eventTypes: ReadonlyArray<AnyEventType> = [...identityEventTypes, ...customerEventTypes]
+export const eventTypes: ReadonlyArray<AnyEventType> = [
+  ...identityEventTypes,
+  ...customerEventTypes,
+  ...notificationEventTypes,
+  ...templateEventTypes,
+  ...settingsEventTypes
+]
 
-export const projections: ReadonlyArray<Projection> = [IdentityProjection, CustomersProjection]
+export const projections: ReadonlyArray<Projection> = [
+  IdentityProjection,
+  CustomersProjection,
+  NotificationsProjection
+]
 
 /** Background processors run by `ROLE=worker|all`. */
 export const processors: ReadonlyArray<Processor<ProcessorServices>> = [
   // HTTP: deletes idempotency keys past their 24 h.
-  idempotencyPurgeProcessor()
+  idempotencyPurgeProcessor(),
+  // Notifications: trigger events → notifications; due notifications → providers.
+  automaticNotifications(),
+  notificationSender()
 ]

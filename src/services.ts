@@ -19,6 +19,9 @@ import { type AccessTokens, AccessTokensLive } from "./identity/tokens.js"
 import { CredentialVerifierLive } from "./identity/Verifier.js"
 import { type CommandRunner, CommandRunnerLive } from "./kernel/CommandRunner.js"
 import { type Projection, ProjectionsLive } from "./kernel/Projection.js"
+import type { NotificationProviders } from "./notifications/channels.js"
+import { NotificationsLive } from "./notifications/Notifications.js"
+import { NotificationProvidersLive } from "./notifications/providers.js"
 import { type DueWork, DueWorkLive } from "./processors/DueWork.js"
 import { type Processor, SupervisorLive } from "./processors/Supervisor.js"
 
@@ -30,6 +33,7 @@ export type ProcessorServices =
   | Keyring
   | CommandRunner
   | DueWork
+  | NotificationProviders
 
 /** Identity's services: signing keys, the revocation list, password hashing and the use cases. */
 export const IdentityServicesLive = IdentityLive.pipe(
@@ -60,7 +64,8 @@ export const servicesLayer = <E = never, R = never>(options: {
         Layer.provideMerge(Layer.succeed(RouteScopes, routeScopesOf(Api)))
       )
     ),
-    Layer.provideMerge(CustomersServicesLive),
+    Layer.provideMerge(Layer.merge(CustomersServicesLive, NotificationsLive)),
+    Layer.provideMerge(NotificationProvidersLive),
     Layer.provideMerge(Layer.mergeAll(CommandRunnerLive, DueWorkLive, ReadinessLive)),
     Layer.provideMerge(
       Layer.mergeAll(

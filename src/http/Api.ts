@@ -7,6 +7,7 @@ import { HttpApi, HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platfor
 import { Schema } from "effect"
 import { CustomersApi } from "../customers/Api.js"
 import { AccountApi, ApiKeysApi, AuthApi, OAuthClientsApi } from "../identity/Api.js"
+import { NotificationsApi } from "../notifications/Api.js"
 import { type RouteRule, routeScopesOf } from "./Auth.js"
 import {
   BadRequest,
@@ -58,6 +59,7 @@ export class Api extends HttpApi.make("commerce-platform")
   .add(ApiKeysApi)
   .add(OAuthClientsApi)
   .add(CustomersApi)
+  .add(NotificationsApi)
   .addError(BadRequest)
   .addError(PayloadTooLarge)
   .addError(UnsupportedMediaType)

@@ -9,6 +9,7 @@ import { Effect, Layer } from "effect"
 import { AppConfig } from "../config.js"
 import { CustomersHttpLive } from "../customers/Http.js"
 import { IdentityHttpLive } from "../identity/Http.js"
+import { NotificationsHttpLive } from "../notifications/Http.js"
 import { HttpMetrics, HttpMetricsLive, METRICS_PATH, MetricsRouteLive } from "../observability/Metrics.js"
 import { Api } from "./Api.js"
 import { idempotencyMiddleware } from "./Idempotency.js"
@@ -19,7 +20,7 @@ import { SystemHttpLive } from "./SystemHttp.js"
 
 /** Every group's handlers. Contexts add their `<Context>HttpLive` here. */
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([SystemHttpLive, IdentityHttpLive, CustomersHttpLive])
+  Layer.provide([SystemHttpLive, IdentityHttpLive, CustomersHttpLive, NotificationsHttpLive])
 )
 
 const rateLimits = rateLimitMiddleware()

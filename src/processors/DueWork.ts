@@ -109,8 +109,15 @@ export interface DueWorkShape {
    * it now stands. Outside a transaction it wakes local workers; inside one, call `wake` after commit.
    */
   readonly schedule: (input: ScheduleInput) => Effect.Effect<DueItem, SqlError>
-  /** Cancels a pending or claimed item (a running worker's outcome is then ignored). */
-  readonly cancel: (kind: string, key: string) => Effect.Effect<boolean, SqlError>
+  /**
+   * Cancels a pending or claimed item (a running worker's outcome is then ignored). With
+   * `pendingOnly`, a claimed item is left alone (its I/O may already have happened) and false returned.
+   */
+  readonly cancel: (
+    kind: string,
+    key: string,
+    options?: { readonly pendingOnly?: boolean }
+  ) => Effect.Effect<boolean, SqlError>
   readonly get: (kind: string, key: string) => Effect.Effect<Option.Option<DueItem>, SqlError>
   /** Claims due items (and items whose claim expired) for `owner`. */
   readonly claim: (options: ClaimOptions) => Effect.Effect<ReadonlyArray<DueItem>, SqlError>
@@ -190,14 +197,15 @@ export const makeDueWork = Effect.gen(function* () {
         return existing.value
       }),
 
-    cancel: (kind, key) =>
+    cancel: (kind, key, options) =>
       Effect.gen(function* () {
         const at = yield* now
+        const statuses = options?.pendingOnly === true ? ["pending"] : ["pending", "claimed"]
         const rows = yield* sql`
           UPDATE processors.due_work
              SET status = 'cancelled', claim_token = claim_token + 1, lease_until = NULL,
                  completed_at = ${at}, updated_at = ${at}
-           WHERE kind = ${kind} AND key = ${key} AND status IN ('pending', 'claimed')
+           WHERE kind = ${kind} AND key = ${key} AND status = ANY(${statuses})
           RETURNING 1 AS ok`
         return rows.length > 0
       }),

@@ -1,0 +1,363 @@
+/**
+ * The notifications HTTP contract (spec §2.7, §3.2, §4.4; design/API.md): notifications with
+ * scheduling, cancel and resend, trigger settings, and Liquid templates. Staff credentials with the
+ * `notifications` scopes only; shoppers have no access.
+ */
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { Metadata } from "../customers/events.js"
+import { Authentication, RequiredScope } from "../http/Auth.js"
+import { Conflict, Forbidden, NotFound } from "../http/errors.js"
+import { Instant, Text } from "../http/Fields.js"
+import { ListOf, PageParams } from "../http/Lists.js"
+import { CHANNELS, TRIGGERS } from "./channels.js"
+import { ChannelSchema, RenderedMessage } from "./events.js"
+import { SORT_FIELDS } from "./queries.js"
+
+export const STATUSES = ["pending", "sent", "failed", "cancelled"] as const
+
+const Channel = Schema.Literal(...CHANNELS).annotations({
+  message: () => `channel must be one of ${CHANNELS.join(", ")}`
+})
+
+const MetadataObject = Metadata.annotations({ message: () => "metadata must be a JSON object" })
+const DataObject = Metadata.annotations({ message: () => "data must be a JSON object" })
+
+// --- Shapes ----------------------------------------------------------------------------------------
+
+export const Notification = Schema.Struct({
+  id: Schema.String,
+  eventName: Schema.String,
+  channel: ChannelSchema,
+  to: Schema.String,
+  status: Schema.Literal(...STATUSES),
+  subject: Schema.NullOr(Schema.String),
+  title: Schema.NullOr(Schema.String),
+  body: Schema.NullOr(Schema.String),
+  templateId: Schema.NullOr(Schema.String),
+  data: Metadata,
+  metadata: Metadata,
+  scheduledAt: Schema.NullOr(Schema.Date),
+  parentId: Schema.NullOr(Schema.String),
+  /** The customer it is about (automatic notifications, or given on creation). */
+  customerId: Schema.NullOr(Schema.String),
+  /** Sends tried so far. */
+  attempts: Schema.Int,
+  /** The reason of the last transient failure while still pending. */
+  lastError: Schema.NullOr(Schema.String),
+  nextAttemptAt: Schema.NullOr(Schema.Date),
+  /** Why it failed (status `failed`). */
+  failureReason: Schema.NullOr(Schema.String),
+  provider: Schema.NullOr(Schema.String),
+  providerMessageId: Schema.NullOr(Schema.String),
+  /** What the `log` provider "sent" (no email, SMS or push provider configured). */
+  rendered: Schema.NullOr(RenderedMessage),
+  sentAt: Schema.NullOr(Schema.Date),
+  failedAt: Schema.NullOr(Schema.Date),
+  cancelledAt: Schema.NullOr(Schema.Date),
+  createdAt: Schema.Date,
+  updatedAt: Schema.Date
+}).annotations({ identifier: "Notification" })
+
+/** The list shape of spec §4.4. */
+export const NotificationSummary = Notification.pick(
+  "id",
+  "eventName",
+  "channel",
+  "to",
+  "status",
+  "sentAt"
+).annotations({ identifier: "NotificationSummary" })
+
+export const Template = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  channel: ChannelSchema,
+  subject: Schema.NullOr(Schema.String),
+  title: Schema.NullOr(Schema.String),
+  body: Schema.String,
+  /** Variables the template reads (top-level names). */
+  variables: Schema.Array(Schema.String),
+  /** Built-in templates are read-only; copy one into a new template to change it. */
+  builtIn: Schema.Boolean,
+  /** The trigger a built-in template serves. */
+  trigger: Schema.NullOr(Schema.String),
+  createdAt: Schema.NullOr(Schema.Date),
+  updatedAt: Schema.NullOr(Schema.Date)
+}).annotations({ identifier: "Template" })
+
+export const TriggerSettingView = Schema.Struct({
+  enabled: Schema.Boolean,
+  channels: Schema.Array(ChannelSchema),
+  templateId: Schema.NullOr(Schema.String),
+  /** Critical triggers (password reset, order confirmation) always send their email. */
+  critical: Schema.Boolean
+}).annotations({ identifier: "TriggerSetting" })
+
+export const Settings = Schema.Struct({
+  events: Schema.Record({ key: Schema.String, value: TriggerSettingView })
+}).annotations({ identifier: "NotificationSettings" })
+
+// --- Requests --------------------------------------------------------------------------------------
+
+const SORT = new RegExp(`^(${SORT_FIELDS.join("|")})(:(asc|desc))?$`)
+
+const EventName = Schema.String.pipe(
+  Schema.pattern(/^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/, {
+    message: () => "eventName must be a dotted lower-case name such as order.confirmed"
+  }),
+  Schema.maxLength(100, { message: () => "eventName must be at most 100 characters" })
+)
+
+export const NotificationListParams = Schema.Struct({
+  ...PageParams.fields,
+  sort: Schema.optional(
+    Schema.String.pipe(
+      Schema.filter((s) => SORT.test(s), {
+        message: () => `sort must be <field>:<asc|desc> with field one of ${SORT_FIELDS.join(", ")}`
+      })
+    )
+  ),
+  channel: Schema.optional(Channel),
+  status: Schema.optional(
+    Schema.Literal(...STATUSES).annotations({ message: () => `status must be one of ${STATUSES.join(", ")}` })
+  ),
+  eventName: Schema.optional(EventName),
+  to: Schema.optional(
+    Schema.String.pipe(Schema.maxLength(4096, { message: () => "to must be at most 4096 characters" }))
+  )
+})
+
+const TemplateId = Schema.String.pipe(
+  Schema.maxLength(100, { message: () => "templateId is not a template id" })
+)
+
+/** `to` is checked per channel by the use case (email address, E.164 number, device token). */
+export const NewNotification = Schema.Struct({
+  channel: Channel,
+  to: Schema.Trim.pipe(Schema.minLength(1, { message: () => "to must not be empty" })),
+  templateId: Schema.optional(TemplateId),
+  subject: Schema.optional(Text("subject", 998)),
+  title: Schema.optional(Text("title", 200)),
+  body: Schema.optional(Text("body", 4096)),
+  data: Schema.optional(DataObject),
+  metadata: Schema.optional(MetadataObject),
+  scheduledAt: Schema.optional(Instant("scheduledAt")),
+  eventName: Schema.optional(EventName),
+  customerId: Schema.optional(Schema.String)
+})
+
+export const NotificationPatch = Schema.Struct({
+  metadata: Schema.optional(Schema.NullOr(MetadataObject)),
+  scheduledAt: Schema.optional(Schema.NullOr(Instant("scheduledAt")))
+})
+
+export const ResendRequest = Schema.Struct({
+  channel: Schema.optional(Channel),
+  to: Schema.optional(Schema.Trim.pipe(Schema.minLength(1, { message: () => "to must not be empty" })))
+})
+
+const TriggerSettingPatch = Schema.Struct({
+  enabled: Schema.optional(Schema.Boolean),
+  channels: Schema.optional(
+    Schema.Array(Channel).pipe(
+      Schema.maxItems(3, { message: () => "channels lists each channel at most once" })
+    )
+  ),
+  templateId: Schema.optional(Schema.NullOr(TemplateId))
+})
+
+export const SettingsPatch = Schema.Struct({
+  events: Schema.Record({ key: Schema.String, value: TriggerSettingPatch })
+})
+
+export const NewTemplate = Schema.Struct({
+  name: Text("name", 200),
+  channel: Channel,
+  subject: Schema.optional(Schema.String),
+  title: Schema.optional(Schema.String),
+  body: Schema.String
+})
+
+export const TemplatePatch = Schema.Struct({
+  name: Schema.optional(Text("name", 200)),
+  subject: Schema.optional(Schema.NullOr(Schema.String)),
+  title: Schema.optional(Schema.NullOr(Schema.String)),
+  body: Schema.optional(Schema.String)
+})
+
+const IdPath = Schema.Struct({ id: Schema.String })
+
+// --- Endpoints ---------------------------------------------------------------------------------------
+
+const PENDING_ONLY = "Only a pending notification can be changed (else 409 `notification_not_pending`)."
+
+export class NotificationsApi extends HttpApiGroup.make("notifications")
+  .add(
+    HttpApiEndpoint.get("list", "/notification")
+      .setUrlParams(NotificationListParams)
+      .addSuccess(ListOf(NotificationSummary, "NotificationList"))
+      .addError(Forbidden)
+      .annotate(RequiredScope, "read:notifications")
+      .annotate(OpenApi.Summary, "List notifications, filtered and sorted")
+      .annotate(
+        OpenApi.Description,
+        `Filters: \`channel\` (${CHANNELS.join(", ")}), \`status\` (${STATUSES.join(", ")}), \`eventName\`, \`to\` ` +
+          "(exact recipient; email addresses case-insensitively). " +
+          `\`sort\`: \`<field>:<asc|desc>\` with field ${SORT_FIELDS.join(", ")} (default \`createdAt:desc\`). ` +
+          "`page` ≥ 1, `display` 1–100 (default 20)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("get", "/notification/:id")
+      .setPath(IdPath)
+      .addSuccess(Notification)
+      .addError(Forbidden)
+      .addError(NotFound)
+      .annotate(RequiredScope, "read:notifications")
+      .annotate(OpenApi.Summary, "A notification with its delivery state")
+  )
+  .add(
+    HttpApiEndpoint.post("create", "/notification")
+      .setPayload(NewNotification)
+      .addSuccess(Notification, { status: 201 })
+      .addError(Forbidden)
+      .addError(NotFound)
+      .annotate(RequiredScope, "write:notifications")
+      .annotate(OpenApi.Summary, "Send (or schedule) a notification")
+      .annotate(
+        OpenApi.Description,
+        "Per channel: **email** `to` (an address), `templateId` (its `subject` may be overridden by `subject`); " +
+          "**sms** `to` (E.164, e.g. +14155550123), `templateId`; **push** `to` (a device token), `title` and " +
+          "`body` (or a push `templateId`), `data` (sent as string values). `data` holds the template " +
+          "variables (at most 32 KiB as JSON); a variable the template reads but `data` lacks → 400. Templates " +
+          "render with `store.name` and `store.url` as well. `scheduledAt` delays the send; absent or past " +
+          "means now. `eventName` defaults to `manual`. Delivery is at-least-once: a crash between the " +
+          "provider's acceptance and recording it can repeat a send (email carries `X-Notification-Id`)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.put("update", "/notification/:id")
+      .setPath(IdPath)
+      .setPayload(NotificationPatch)
+      .addSuccess(Notification)
+      .addError(Forbidden)
+      .addError(NotFound)
+      .addError(Conflict)
+      .annotate(RequiredScope, "write:notifications")
+      .annotate(OpenApi.Summary, "Change a pending notification's metadata or scheduledAt")
+      .annotate(
+        OpenApi.Description,
+        "`metadata` is merged (a key set to null is removed, `metadata: null` clears it); `scheduledAt: null` " +
+          `sends as soon as possible. ${PENDING_ONLY} While a send is in flight → 409 \`notification_sending\`.`
+      )
+  )
+  .add(
+    HttpApiEndpoint.del("cancel", "/notification/:id")
+      .setPath(IdPath)
+      .addSuccess(Notification)
+      .addError(Forbidden)
+      .addError(NotFound)
+      .addError(Conflict)
+      .annotate(RequiredScope, "write:notifications")
+      .annotate(OpenApi.Summary, "Cancel a pending notification (status `cancelled`)")
+      .annotate(
+        OpenApi.Description,
+        `${PENDING_ONLY} While a send is in flight → 409 \`notification_sending\`.`
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("resend", "/notification/:id/resend")
+      .setPath(IdPath)
+      .setPayload(ResendRequest)
+      .addSuccess(Notification, { status: 201 })
+      .addError(Forbidden)
+      .addError(NotFound)
+      .addError(Conflict)
+      .annotate(RequiredScope, "write:notifications")
+      .annotate(OpenApi.Summary, "Send a notification again as a new pending one with parentId")
+      .annotate(
+        OpenApi.Description,
+        "Any status. The original is unchanged; the new notification has the same template, data and " +
+          "content. `channel` (default: the original's) may differ: the recipient then comes from `to` or " +
+          "from the customer's record (email, phone, or metadata `deviceToken`), and an automatic " +
+          "notification uses that channel's template for its trigger."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("getSettings", "/notification/settings")
+      .addSuccess(Settings)
+      .addError(Forbidden)
+      .annotate(RequiredScope, "read:notifications")
+      .annotate(OpenApi.Summary, "Which trigger events send automatic notifications, on which channels")
+  )
+  .add(
+    HttpApiEndpoint.post("changeSettings", "/notification/settings")
+      .setPayload(SettingsPatch)
+      .addSuccess(Settings)
+      .addError(Forbidden)
+      .annotate(RequiredScope, "write:notifications")
+      .annotate(OpenApi.Summary, "Configure automatic notifications (merged); returns the full settings")
+      .annotate(
+        OpenApi.Description,
+        `Body \`{ "events": { "<trigger>": { "enabled", "channels", "templateId" } } }\` with triggers ` +
+          `${TRIGGERS.join(", ")}. Only the fields sent change. Default: email on for every trigger. ` +
+          "`templateId` is a custom template for one of the trigger's channels (null: the built-in one). " +
+          "customer.password_reset and order.confirmed are critical: their email cannot be turned off (400)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("listTemplates", "/notification/template")
+      .setUrlParams(Schema.Struct({ channel: Schema.optional(Channel) }))
+      .addSuccess(Schema.Array(Template))
+      .addError(Forbidden)
+      .annotate(RequiredScope, "read:notifications")
+      .annotate(OpenApi.Summary, "Built-in and custom templates")
+  )
+  .add(
+    HttpApiEndpoint.post("createTemplate", "/notification/template")
+      .setPayload(NewTemplate)
+      .addSuccess(Template, { status: 201 })
+      .addError(Forbidden)
+      .annotate(RequiredScope, "write:notifications")
+      .annotate(OpenApi.Summary, "Create a Liquid template (validated on save)")
+      .annotate(
+        OpenApi.Description,
+        "Liquid syntax (liquidjs). **email** needs `subject` and `body`; **sms** `body` only; **push** `title` " +
+          "and `body`. Rendering is strict: a variable the data lacks fails the notification with a clear " +
+          "reason (use `| default:` or `{% if %}` for optional ones). `include`, `render` and `layout` are " +
+          "not available. Filters: Liquid's own plus `money` (`{{ total | money: currency }}`)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("getTemplate", "/notification/template/:id")
+      .setPath(IdPath)
+      .addSuccess(Template)
+      .addError(Forbidden)
+      .addError(NotFound)
+      .annotate(RequiredScope, "read:notifications")
+      .annotate(OpenApi.Summary, "A template (built-in or custom)")
+  )
+  .add(
+    HttpApiEndpoint.put("updateTemplate", "/notification/template/:id")
+      .setPath(IdPath)
+      .setPayload(TemplatePatch)
+      .addSuccess(Template)
+      .addError(Forbidden)
+      .addError(NotFound)
+      .addError(Conflict)
+      .annotate(RequiredScope, "write:notifications")
+      .annotate(OpenApi.Summary, "Change a custom template (validated); built-in ones → 409")
+  )
+  .add(
+    HttpApiEndpoint.del("deleteTemplate", "/notification/template/:id")
+      .setPath(IdPath)
+      .addSuccess(HttpApiSchema.NoContent)
+      .addError(Forbidden)
+      .addError(NotFound)
+      .addError(Conflict)
+      .annotate(RequiredScope, "write:notifications")
+      .annotate(OpenApi.Summary, "Delete a custom template; one that settings use or a built-in one → 409")
+  )
+  .middleware(Authentication)
+  .annotate(OpenApi.Title, "Notifications") {}

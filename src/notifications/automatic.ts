@@ -1,0 +1,154 @@
+/**
+ * Automatic notifications (spec §6.5): a checkpointed subscription on the public events that maps
+ * each trigger event to one notification per enabled channel, per the settings (default: email).
+ * The notification id derives from `<trigger>:<public event id>:<channel>`, so an event seen again
+ * (a replay, a reset checkpoint) finds its notification already requested and adds nothing.
+ *
+ * Adding a trigger's source is one line in `AUTOMATIC_TRIGGERS`.
+ */
+import type { SqlClient } from "@effect/sql"
+import { Effect, Option } from "effect"
+import { AppConfig } from "../config.js"
+import { findCustomer } from "../customers/queries.js"
+import type { EventMetadata } from "../eventstore/EventStore.js"
+import type { PublicEvent } from "../eventstore/PublicEvents.js"
+import { CommandRunner } from "../kernel/CommandRunner.js"
+import * as Ids from "../kernel/Ids.js"
+import { DueWork } from "../processors/DueWork.js"
+import { subscriptionProcessor } from "../processors/Subscription.js"
+import type { Channel, Trigger } from "./channels.js"
+import { recipientProblem, triggerTemplateId } from "./content.js"
+import { NotificationDecider, notificationStream } from "./decider.js"
+import { effectiveSettings, SEND_KIND } from "./Notifications.js"
+import { readSettingRows } from "./queries.js"
+
+type EventData = Readonly<Record<string, unknown>>
+
+export interface AutomaticTrigger {
+  readonly trigger: Trigger
+  /** The public event type that fires it. */
+  readonly on: string
+  /** Variables the templates get on top of the event's data (e.g. the reset link). */
+  readonly variables?: (data: EventData, store: { readonly url: string }) => EventData
+}
+
+const text = (value: unknown): string | undefined =>
+  typeof value === "string" && value !== "" ? value : undefined
+
+const passwordResetVariables = (data: EventData, store: { readonly url: string }): EventData => {
+  const token = text(data.resetToken)
+  return token === undefined
+    ? {}
+    : { resetUrl: `${store.url}/reset-password?token=${encodeURIComponent(token)}` }
+}
+
+/** Trigger → the public event that fires it. One line each. */
+export const AUTOMATIC_TRIGGERS: ReadonlyArray<AutomaticTrigger> = [
+  { trigger: "customer.password_reset", on: "customer.password_reset", variables: passwordResetVariables },
+  { trigger: "order.confirmed", on: "order.confirmed" },
+  { trigger: "order.shipped", on: "order.shipped" },
+  { trigger: "order.delivered", on: "order.delivered" },
+  { trigger: "order.cancelled", on: "order.cancelled" },
+  { trigger: "order.refunded", on: "order.refunded" },
+  { trigger: "payment.failed", on: "payment.failed" },
+  { trigger: "subscription.created", on: "subscription.created" },
+  { trigger: "subscription.renewed", on: "subscription.renewed" },
+  { trigger: "subscription.cancelled", on: "subscription.cancelled" }
+]
+
+/** The deterministic id of a trigger's notification on one channel. */
+export const automaticNotificationId = (trigger: Trigger, event: PublicEvent, channel: Channel) =>
+  Ids.derive("ntf", `${trigger}:${event.id}:${channel}`, event.occurredAt.getTime())
+
+const TRIGGERS_BY_EVENT = new Map<string, ReadonlyArray<AutomaticTrigger>>()
+for (const t of AUTOMATIC_TRIGGERS) TRIGGERS_BY_EVENT.set(t.on, [...(TRIGGERS_BY_EVENT.get(t.on) ?? []), t])
+
+const AUTOMATIC: EventMetadata = { actor: { type: "system", id: "notification-triggers" } }
+
+const isRecord = (value: unknown): value is EventData =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+const asObject = (value: unknown): EventData => (isRecord(value) ? value : {})
+
+/** The customer an event is about: `customerId`, or `customer.id` of a snapshot. */
+const customerIdOf = (data: EventData): string | undefined => {
+  const id = text(data.customerId) ?? text(asObject(data.customer).id)
+  return id !== undefined && Ids.isValid("cus", id) ? id : undefined
+}
+
+/** Notifies for one batch of public events, inside the subscription's batch transaction. */
+export const notifyForEvents = (events: ReadonlyArray<PublicEvent>) =>
+  Effect.gen(function* () {
+    const runner = yield* CommandRunner
+    const work = yield* DueWork
+    const config = yield* AppConfig
+    const store = { name: config.notifications.storeName, url: config.notifications.storeUrl }
+    const settings = effectiveSettings(yield* readSettingRows)
+    for (const event of events) {
+      const data = asObject(event.data)
+      for (const mapping of TRIGGERS_BY_EVENT.get(event.type) ?? []) {
+        const setting = settings.of(mapping.trigger)
+        if (!setting.enabled) continue
+        const customerId = customerIdOf(data)
+        const customer = customerId === undefined ? Option.none() : yield* findCustomer(customerId)
+        const onRecord = Option.getOrUndefined(customer)
+        const deviceToken = onRecord?.metadata.deviceToken
+        const recipients: Record<Channel, string | undefined> = {
+          email: text(data.email) ?? onRecord?.email,
+          sms: text(data.phone) ?? onRecord?.phone ?? undefined,
+          push: text(data.deviceToken) ?? (typeof deviceToken === "string" ? deviceToken : undefined)
+        }
+        // Critical triggers always mail, whatever the stored channels say.
+        const channels = new Set<Channel>(
+          setting.critical ? [...setting.channels, "email"] : setting.channels
+        )
+        for (const channel of channels) {
+          const to = recipients[channel]
+          if (to === undefined || recipientProblem(channel, to) !== undefined) {
+            yield* Effect.logInfo(
+              `${mapping.trigger}: no ${channel} recipient for event ${event.id}; skipped`
+            )
+            continue
+          }
+          const notificationId = automaticNotificationId(mapping.trigger, event, channel)
+          const result = yield* runner.execute(
+            NotificationDecider,
+            notificationStream(notificationId),
+            {
+              _tag: "Request",
+              notificationId,
+              customerId,
+              eventName: mapping.trigger,
+              channel,
+              to,
+              templateId: yield* triggerTemplateId(mapping.trigger, channel, setting),
+              data: {
+                ...data,
+                ...(mapping.variables?.(data, store) ?? {}),
+                event: { id: event.id, type: event.type, occurredAt: event.occurredAt.toISOString() }
+              },
+              metadata: {},
+              sourceEventId: event.id
+            },
+            { metadata: AUTOMATIC }
+          )
+          // Already requested (the event was seen before): its send is queued already.
+          if (result.events.length === 0) continue
+          yield* work.schedule({ kind: SEND_KIND, key: notificationId, dueAt: event.occurredAt })
+        }
+      }
+    }
+  })
+
+/** The automatic notifications processor (`ROLE=worker|all`). */
+export const automaticNotifications = () =>
+  subscriptionProcessor<unknown, SqlClient.SqlClient | CommandRunner | DueWork | AppConfig>({
+    name: "notification-triggers",
+    source: "public_events",
+    eventTypes: [...TRIGGERS_BY_EVENT.keys()],
+    handle: (events) =>
+      Effect.zipRight(
+        notifyForEvents(events),
+        Effect.flatMap(DueWork, (w) => w.wake)
+      )
+  })
