@@ -247,7 +247,6 @@ const readBySource = (name: string): boolean =>
  * as a to-do while no source file reads it, and is checked like every other variable once one does.
  */
 const AWAITED: Readonly<Record<string, string>> = {
-  SMTP_URL: "the mail sender",
   OTEL_EXPORTER_OTLP_ENDPOINT: "the OpenTelemetry trace exporter"
 }
 
