@@ -5,7 +5,7 @@
  * is the time the server and its processors run on.
  */
 import { NodeHttpServer } from "@effect/platform-node"
-import { type Clock, Context, Effect, Layer, Option, Redacted } from "effect"
+import { type Clock, Context, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { type AppConfigShape, makeAppConfig } from "../../src/config.js"
 import { HttpAppLive } from "../../src/http/Server.js"
 import { automaticNotifications } from "../../src/notifications/automatic.js"
@@ -74,7 +74,11 @@ export const notificationsHttp = (options: NotificationsHttpOptions = {}) => {
   const app = Layer.mergeAll(HttpAppLive, processorsLayer(processors)).pipe(
     Layer.provideMerge(NodeHttpServer.layerTest),
     Layer.provideMerge(services),
-    Layer.provideMerge(PeersLive)
+    Layer.provideMerge(PeersLive),
+    // Quiet unless TEST_LOG_LEVEL=debug, like TestConfig.
+    Layer.provideMerge(
+      Logger.minimumLogLevel(process.env.TEST_LOG_LEVEL === "debug" ? LogLevel.Debug : LogLevel.Warning)
+    )
   )
   return options.clock === undefined ? app : app.pipe(Layer.provide(Layer.setClock(options.clock)))
 }
