@@ -111,28 +111,33 @@ export const notifyForEvents = (events: ReadonlyArray<PublicEvent>) =>
             continue
           }
           const notificationId = automaticNotificationId(mapping.trigger, event, channel)
-          const result = yield* runner.execute(
-            NotificationDecider,
-            notificationStream(notificationId),
-            {
-              _tag: "Request",
-              notificationId,
-              customerId,
-              eventName: mapping.trigger,
-              channel,
-              to,
-              templateId: yield* triggerTemplateId(mapping.trigger, channel, setting),
-              data: {
-                ...data,
-                ...(mapping.variables?.(data, store) ?? {}),
-                event: { id: event.id, type: event.type, occurredAt: event.occurredAt.toISOString() }
+          const result = yield* runner
+            .execute(
+              NotificationDecider,
+              notificationStream(notificationId),
+              {
+                _tag: "Request",
+                notificationId,
+                customerId,
+                eventName: mapping.trigger,
+                channel,
+                to,
+                templateId: yield* triggerTemplateId(mapping.trigger, channel, setting),
+                data: {
+                  ...data,
+                  ...(mapping.variables?.(data, store) ?? {}),
+                  event: { id: event.id, type: event.type, occurredAt: event.occurredAt.toISOString() }
+                },
+                metadata: {},
+                sourceEventId: event.id
               },
-              metadata: {},
-              sourceEventId: event.id
-            },
-            { metadata: AUTOMATIC }
-          )
-          // Already requested (the event was seen before): its send is queued already.
+              { metadata: AUTOMATIC }
+            )
+            .pipe(
+              // The customer was erased meanwhile: nothing personal may be stored for them, so no notice.
+              Effect.catchTag("SubjectForgotten", () => Effect.succeed({ events: [] }))
+            )
+          // Already requested (the event was seen before) or erased: nothing (more) to send.
           if (result.events.length === 0) continue
           yield* work.schedule({ kind: SEND_KIND, key: notificationId, dueAt: event.occurredAt })
         }
