@@ -2,7 +2,8 @@
  * The sender: a supervised due-work worker that delivers due notifications. It claims a send (once,
  * across processes), renders the template and calls the channel's provider outside any transaction,
  * then records the outcome with the claim's fenced update: `sent`, a transient failure retried with
- * back-off (at most 8 tries within 30 minutes of becoming due), or `failed` with its reason.
+ * back-off (at most 8 tries, every retry within 30 minutes of the first try since the notification
+ * became due), or `failed` with its reason.
  *
  * At-least-once: if the process dies after the provider accepted a message but before the outcome
  * is recorded, the claim expires and the message is sent again (email carries `X-Notification-Id`
@@ -12,9 +13,8 @@ import { createHash } from "node:crypto"
 import type { SqlClient } from "@effect/sql"
 import { Duration, Effect, Option } from "effect"
 import { AppConfig } from "../config.js"
-import type { EventMetadata } from "../eventstore/EventStore.js"
+import { type EventMetadata, EventStore } from "../eventstore/EventStore.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
-import * as Ids from "../kernel/Ids.js"
 import * as Time from "../kernel/Time.js"
 import { type DueItem, DueOutcome, type DueWork, dueWorker } from "../processors/DueWork.js"
 import type { Processor } from "../processors/Supervisor.js"
@@ -26,7 +26,7 @@ import { renderTemplate } from "./templates.js"
 
 /** Sends tried per notification, in all. */
 export const MAX_SEND_ATTEMPTS = 8
-/** Every retry is due within this long after the notification became due. */
+/** Every retry is due within this long after the first try (since the notification became due). */
 export const RETRY_WINDOW_MS = 30 * 60 * 1000
 /** Base delay after the n-th failed try (n = 1…7): 10 s doubling, 27.7 min in all. */
 const BASE_DELAYS_SECONDS = [10, 30, 60, 120, 240, 480, 720] as const
@@ -44,6 +44,28 @@ export const retryDelayMs = (notificationId: string, attempt: number): number =>
 }
 
 const SENDER: EventMetadata = { actor: { type: "system", id: "notification-sender" } }
+
+/**
+ * When the current run of tries began: the first failed try recorded since the notification was
+ * requested or last rescheduled (its recording time: the end of that try, at most one provider
+ * deadline after it began). Undefined when there is none (this failure is that first try). Read
+ * only on the retry path of a notification tried before, so a successful send costs nothing extra.
+ */
+const firstTryOfRun = (stream: string) =>
+  Effect.gen(function* () {
+    const store = yield* EventStore
+    const events = yield* store
+      .readStream(stream)
+      .pipe(Effect.catchTag("StreamNotFound", () => Effect.succeed([])))
+    let first: number | undefined
+    for (const event of events) {
+      if (event.type === "notification.requested" || event.type === "notification.rescheduled")
+        first = undefined
+      else if (event.type === "notification.attempted" && first === undefined)
+        first = event.recordedAt.getTime()
+    }
+    return first
+  })
 
 export const handleSend = (item: DueItem) =>
   Effect.gen(function* () {
@@ -115,15 +137,21 @@ export const handleSend = (item: DueItem) =>
         inTransaction: record({ _tag: "MarkFailed", attempt, reason: error.reason, code: error.code })
       })
     }
-    // Transient: again after the back-off (or the provider's Retry-After), inside the window.
-    const dueSince = Math.max(
-      state.scheduledAt?.getTime() ?? 0,
-      Ids.timestampOf("ntf", notificationId) ?? now
-    )
-    const delay = Math.max(retryDelayMs(notificationId, attempt), (error.retryAfterSeconds ?? 0) * 1000)
-    const next = Math.min(now + delay, dueSince + RETRY_WINDOW_MS)
-    if (attempt >= MAX_SEND_ATTEMPTS || next <= now) {
-      const reason = `gave up after ${attempt} attempts: ${error.reason}`
+    // Transient: again after the back-off (or the provider's Retry-After), inside the window. The
+    // window runs from the first try, not from when the send became due: a send first tried late (a
+    // worker backlog, `scheduledAt` cleared long after creation) still gets its retries.
+    const windowStart = (triedBefore === 0 ? undefined : yield* firstTryOfRun(stream)) ?? now
+    const windowEnd = windowStart + RETRY_WINDOW_MS
+    const retryAfterMs = (error.retryAfterSeconds ?? 0) * 1000
+    const delay = Math.max(retryDelayMs(notificationId, attempt), retryAfterMs)
+    const next = Math.min(now + delay, windowEnd)
+    // A provider's Retry-After is never cut short: trying before it would only be refused again.
+    const beyondRetryAfter = now + retryAfterMs > windowEnd
+    if (attempt >= MAX_SEND_ATTEMPTS || next <= now || beyondRetryAfter) {
+      const why = beyondRetryAfter
+        ? ` (Retry-After ${error.retryAfterSeconds} s is past the ${RETRY_WINDOW_MS / 60_000} min retry window)`
+        : ""
+      const reason = `gave up after ${attempt} attempts: ${error.reason}${why}`
       return DueOutcome.failed({
         error: reason,
         inTransaction: record({ _tag: "MarkFailed", attempt, reason, code: error.code })
@@ -145,7 +173,7 @@ export const handleSend = (item: DueItem) =>
 
 /** The sender processor (`ROLE=worker|all`): `NOTIFICATION_CONCURRENCY` sends at once per process. */
 export const notificationSender = (): Processor<
-  SqlClient.SqlClient | AppConfig | CommandRunner | NotificationProviders | DueWork
+  SqlClient.SqlClient | AppConfig | CommandRunner | NotificationProviders | DueWork | EventStore
 > => {
   const name = "notification-sender"
   return {
