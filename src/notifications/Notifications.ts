@@ -455,6 +455,16 @@ export const makeNotifications = Effect.gen(function* () {
       if (original.status === "none" || original.to === undefined) return yield* Effect.fail(notFound)
       const channel = input.channel ?? original.channel
       const sameChannel = channel === original.channel
+      // Another channel needs that channel's template: only an automatic notification has one (per
+      // trigger). Checked before the recipient, which cannot help a notification with its own content.
+      if (!sameChannel && !isTrigger(original.eventName)) {
+        return yield* Effect.fail(
+          invalid(
+            "channel",
+            `notification ${originalId} was sent on ${original.channel} with its own content; it can only be resent on ${original.channel}`
+          )
+        )
+      }
       const to = input.to ?? (sameChannel ? original.to : yield* contactOn(original.customerId, channel))
       if (to === undefined) {
         return yield* Effect.fail(
@@ -471,17 +481,8 @@ export const makeNotifications = Effect.gen(function* () {
         title: original.title,
         body: original.body
       }
-      if (!sameChannel) {
-        // Another channel needs that channel's template: an automatic notification has one per trigger.
+      if (!sameChannel && isTrigger(original.eventName)) {
         overrides = {}
-        if (!isTrigger(original.eventName)) {
-          return yield* Effect.fail(
-            invalid(
-              "channel",
-              `notification ${originalId} was sent on ${original.channel} with its own content; it can only be resent on ${original.channel}`
-            )
-          )
-        }
         const settings = yield* readSettings
         templateId = yield* withSql(
           triggerTemplateId(original.eventName, channel, settings.of(original.eventName))
