@@ -555,6 +555,15 @@ export const makeNotifications = Effect.gen(function* () {
               invalid(`${param}.templateId`, `no template ${next.templateId}`, "resource_missing")
             )
           }
+          const builtIn = Option.getOrUndefined(findBuiltInTemplate(next.templateId))
+          if (builtIn !== undefined && builtIn.trigger !== trigger) {
+            return yield* Effect.fail(
+              invalid(
+                `${param}.templateId`,
+                `${next.templateId} is the built-in template of ${builtIn.trigger}, not of ${trigger}: select a custom template or null`
+              )
+            )
+          }
           if (!next.channels.includes(template.value.channel)) {
             return yield* Effect.fail(
               invalid(
