@@ -204,7 +204,8 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
         OpenApi.Description,
         `Filters: \`channel\` (${CHANNELS.join(", ")}), \`status\` (${STATUSES.join(", ")}), \`eventName\`, \`to\` ` +
           "(exact recipient; email addresses case-insensitively). " +
-          `\`sort\`: \`<field>:<asc|desc>\` with field ${SORT_FIELDS.join(", ")} (default \`createdAt:desc\`). ` +
+          `\`sort\`: \`<field>:<asc|desc>\` with field ${SORT_FIELDS.join(", ")} (default \`createdAt:desc\`; ` +
+          "notifications without that time come last). " +
           "`page` ≥ 1, `display` 1–100 (default 20)."
       )
   )
@@ -281,7 +282,8 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
         "Any status. The original is unchanged; the new notification has the same template, data and " +
           "content. `channel` (default: the original's) may differ: the recipient then comes from `to` or " +
           "from the customer's record (email, phone, or metadata `deviceToken`), and an automatic " +
-          "notification uses that channel's template for its trigger."
+          "notification uses that channel's template for its trigger. Content that no longer renders (e.g. " +
+          "its template was deleted) → 409 `notification_not_resendable`."
       )
   )
   .add(
@@ -357,7 +359,10 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
       .addError(NotFound)
       .addError(Conflict)
       .annotate(RequiredScope, "write:notifications")
-      .annotate(OpenApi.Summary, "Delete a custom template; one that settings use or a built-in one → 409")
+      .annotate(
+        OpenApi.Summary,
+        "Delete a custom template; one that settings or pending notifications use, or a built-in one → 409"
+      )
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Notifications") {}

@@ -47,7 +47,7 @@ import {
   readSettingRows,
   SORT_FIELDS,
   type TemplateRow,
-  triggersUsingTemplate
+  templateUsers
 } from "./queries.js"
 import {
   BUILT_IN_TEMPLATES,
@@ -668,12 +668,16 @@ export const makeNotifications = Effect.gen(function* () {
     Effect.gen(function* () {
       if (Option.isSome(findBuiltInTemplate(id))) return yield* Effect.fail(readOnly(id))
       yield* customTemplate(id)
-      const users = yield* withSql(triggersUsingTemplate(id)).pipe(Effect.orDie)
-      if (users.length > 0) {
+      const users = yield* withSql(templateUsers(id)).pipe(Effect.orDie)
+      if (users.triggers.length > 0 || users.pending > 0) {
+        const by = [
+          ...(users.triggers.length > 0 ? [`the settings of ${users.triggers.join(", ")}`] : []),
+          ...(users.pending > 0 ? [`${users.pending} pending notification(s)`] : [])
+        ]
         return yield* Effect.fail(
           Conflict.of({
             code: "template_in_use",
-            message: `the settings of ${users.join(", ")} use this template: select another one first`
+            message: `${by.join(" and ")} use this template: select another one, or let them be sent or cancel them, first`
           })
         )
       }

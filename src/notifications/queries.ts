@@ -72,7 +72,10 @@ export const listNotifications = (query: NotificationListQuery) =>
     ])
     // Column and direction come from closed lists, never from the request text.
     const direction = query.sort.direction === "asc" ? "ASC" : "DESC"
-    const order = sql.literal(`${SORT_COLUMNS[query.sort.field]} ${direction}, notification_id ${direction}`)
+    // Notifications not sent (or not scheduled) yet have no value: they come last either way.
+    const order = sql.literal(
+      `${SORT_COLUMNS[query.sort.field]} ${direction} NULLS LAST, notification_id ${direction}`
+    )
     return Effect.all(
       {
         count: Effect.map(
@@ -133,13 +136,23 @@ export const findTemplate = (templateId: string) =>
     )
   )
 
-/** Templates that settings point at (a template in use cannot be deleted). */
-export const triggersUsingTemplate = (templateId: string) =>
+/** What still uses a template (then it cannot be deleted): triggers' settings and pending notifications. */
+export const templateUsers = (templateId: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.map(
-      sql<{ trigger: string }>`SELECT trigger FROM ${sql(SETTINGS)} WHERE template_id = ${templateId}
-        ORDER BY trigger`,
-      (rows) => rows.map((r) => r.trigger)
+    Effect.all(
+      {
+        triggers: Effect.map(
+          sql<{ trigger: string }>`SELECT trigger FROM ${sql(SETTINGS)} WHERE template_id = ${templateId}
+            ORDER BY trigger`,
+          (rows) => rows.map((r) => r.trigger)
+        ),
+        pending: Effect.map(
+          sql<{ count: number }>`SELECT count(*)::int AS count FROM ${sql(NOTIFICATIONS)}
+            WHERE template_id = ${templateId} AND status = 'pending'`,
+          (rows) => rows[0]?.count ?? 0
+        )
+      },
+      { concurrency: 1 }
     )
   )
 

@@ -1000,6 +1000,13 @@ layer(NoSender, OPTIONS)("notifications over HTTP (no sender: notifications stay
           templateId: template.id,
           data: { code: "1" }
         })
+        // A pending notification keeps its template in use; once it is settled the template can go.
+        expectError(
+          yield* call("DELETE", `/notification/template/${template.id}`, { token }),
+          409,
+          "template_in_use"
+        )
+        expect((yield* call("DELETE", `/notification/${original.id}`, { token })).status).toBe(200)
         expect((yield* call("DELETE", `/notification/template/${template.id}`, { token })).status).toBe(204)
         const before = yield* totalCount(token)
         expectError(
