@@ -203,6 +203,13 @@ const normalizeBody = (
       const field = issue?.path?.[issue.path.length - 1]
       // "display must be …" already names its field; "must be a valid email address" does not.
       const named = typeof field === "string" && issue?.message?.startsWith(`${field} `) === true
+      // The body as a whole is not an object (absent, `null`, an array…): say so, not "Expected {…}".
+      if (param === undefined && issue?._tag === "Type" && request.method !== "GET") {
+        return errorBody("invalid_request_error", {
+          code: "parameter_invalid",
+          message: "the request body must be a JSON object"
+        })
+      }
       return errorBody("invalid_request_error", {
         code: missing ? "parameter_missing" : "parameter_invalid",
         message:

@@ -270,7 +270,8 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
   .add(
     HttpApiEndpoint.post("resend", "/notification/:id/resend")
       .setPath(IdPath)
-      .setPayload(ResendRequest)
+      // Every field is optional, so no body at all is fine too.
+      .setPayload(Schema.NullOr(ResendRequest))
       .addSuccess(Notification, { status: 201 })
       .addError(Forbidden)
       .addError(NotFound)

@@ -19,7 +19,7 @@ export const NotificationsHttpLive = HttpApiBuilder.group(Api, "notifications", 
       )
       .handle("cancel", ({ path }) => withActor((actor) => notifications.cancel(actor, path.id)))
       .handle("resend", ({ path, payload }) =>
-        withActor((actor) => notifications.resend(actor, path.id, payload))
+        withActor((actor) => notifications.resend(actor, path.id, payload ?? {}))
       )
       .handle("getSettings", () => notifications.getSettings)
       .handle("changeSettings", ({ payload }) =>

@@ -1018,6 +1018,24 @@ layer(NoSender, OPTIONS)("notifications over HTTP (no sender: notifications stay
       })
     )
 
+    it.effect("needs no body at all; a body that is not an object is a clear 400", () =>
+      Effect.gen(function* () {
+        const token = yield* adminToken
+        const original = yield* createNotification(token, {
+          channel: "push",
+          to: "fcm-token-0123456789abcdefghijklmnopqrstuv",
+          title: "Hi",
+          body: "There"
+        })
+        const resent = yield* call("POST", `/notification/${original.id}/resend`, { token })
+        expect(resent.status, resent.text).toBe(201)
+        expect(resent.body).toMatchObject({ parentId: original.id, channel: "push", status: "pending" })
+        const update = yield* call("PUT", `/notification/${original.id}`, { token, json: [1] })
+        expectError(update, 400, "parameter_invalid")
+        expect(update.body.error.message).toBe("the request body must be a JSON object")
+      })
+    )
+
     it.effect("unknown or malformed id → 404", () =>
       Effect.gen(function* () {
         const token = yield* adminToken
