@@ -35,6 +35,7 @@ import { DatabaseInfo } from "../../src/db/Database.js"
 import type { AuthenticatedActor } from "../../src/http/Auth.js"
 import type { Channel } from "../../src/notifications/channels.js"
 import { Notifications } from "../../src/notifications/Notifications.js"
+import { DEFAULT_SMTP_CONNECTIONS } from "../../src/notifications/providers.js"
 import { notificationSender } from "../../src/notifications/sender.js"
 import { Supervisor } from "../../src/processors/Supervisor.js"
 import { projections } from "../../src/registry.js"
@@ -80,11 +81,8 @@ const POLL_MS = 100
 /** Give up when nothing was sent or failed for this long (longer than the first retry back-off). */
 const STALL_MS = 60_000
 const PROGRESS_MS = 5_000
-/**
- * The SMTP provider's pool: `DEFAULT_SMTP_CONNECTIONS` of src/notifications/providers.ts (not a
- * setting, not exported).
- */
-const SMTP_POOL = 5
+/** The SMTP provider's pool. */
+const SMTP_POOL = DEFAULT_SMTP_CONNECTIONS
 
 const ADMIN: AuthenticatedActor = {
   type: "user",

@@ -20,7 +20,8 @@ import {
 /** Provider answers are small; a larger body is cut here rather than buffered whole. */
 export const MAX_RESPONSE_BYTES = 16 * 1024
 const MAX_REASON_CHARS = 300
-const DEFAULT_SMTP_CONNECTIONS = 5
+/** Connections of the SMTP pool (nodemailer). */
+export const DEFAULT_SMTP_CONNECTIONS = 5
 
 // --- Shared helpers --------------------------------------------------------------------------------
 
