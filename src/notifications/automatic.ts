@@ -14,6 +14,7 @@ import type { EventMetadata } from "../eventstore/EventStore.js"
 import type { PublicEvent } from "../eventstore/PublicEvents.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
+import * as Time from "../kernel/Time.js"
 import { DueWork } from "../processors/DueWork.js"
 import { subscriptionProcessor } from "../processors/Subscription.js"
 import type { Channel, Trigger } from "./channels.js"
@@ -56,6 +57,12 @@ export const AUTOMATIC_TRIGGERS: ReadonlyArray<AutomaticTrigger> = [
   { trigger: "subscription.cancelled", on: "subscription.cancelled" }
 ]
 
+/**
+ * Events older than this notify nobody: a replay (a reset checkpoint) or a long outage must not mail
+ * shoppers about yesterday's orders with today's settings. A password-reset link is dead by then anyway.
+ */
+export const MAX_TRIGGER_AGE_MS = 24 * 60 * 60 * 1000
+
 /** The deterministic id of a trigger's notification on one channel. */
 export const automaticNotificationId = (trigger: Trigger, event: PublicEvent, channel: Channel) =>
   Ids.derive("ntf", `${trigger}:${event.id}:${channel}`, event.occurredAt.getTime())
@@ -84,7 +91,12 @@ export const notifyForEvents = (events: ReadonlyArray<PublicEvent>) =>
     const config = yield* AppConfig
     const store = { name: config.notifications.storeName, url: config.notifications.storeUrl }
     const settings = effectiveSettings(yield* readSettingRows)
+    const now = yield* Time.nowMillis
     for (const event of events) {
+      if (now - event.occurredAt.getTime() > MAX_TRIGGER_AGE_MS) {
+        yield* Effect.logWarning(`${event.type} ${event.id} is over 24 h old: no automatic notification`)
+        continue
+      }
       const data = asObject(event.data)
       for (const mapping of TRIGGERS_BY_EVENT.get(event.type) ?? []) {
         const setting = settings.of(mapping.trigger)

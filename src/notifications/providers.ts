@@ -5,7 +5,7 @@
  * failure becomes a `DeliveryError` whose `permanent` flag tells the sender whether a retry can help.
  * Reasons are short, one line, and scrubbed of the credentials the provider was given.
  */
-import { Duration, Effect, Layer, Option, Redacted, Schema, type Scope } from "effect"
+import { Clock, Duration, Effect, Layer, Option, Redacted, Schema, type Scope } from "effect"
 import nodemailer from "nodemailer"
 import { AppConfig, type NodeEnv, type NotificationSettings } from "../config.js"
 import {
@@ -212,6 +212,8 @@ interface HttpReply {
   readonly status: number
   readonly headers: Headers
   readonly body: string
+  /** When it arrived, by Effect's Clock (an HTTP-date Retry-After is relative to it). */
+  readonly receivedAtMs: number
 }
 
 /** Reads at most `limit` bytes of a response body, then stops the download. */
@@ -245,7 +247,7 @@ const post = (
   secrets: ReadonlyArray<string>
 ): Effect.Effect<HttpReply, DeliveryError> =>
   Effect.tryPromise({
-    try: async (signal): Promise<HttpReply> => {
+    try: async (signal) => {
       // Redirects are not followed: a provider API does not redirect, and a POST with credentials
       // should not be replayed to wherever a Location points.
       const response = await fetch(url, { method: "POST", headers, body, signal, redirect: "manual" })
@@ -257,7 +259,11 @@ const post = (
     },
     catch: (error) =>
       failure(secrets, { permanent: false, reason: `${label}: network error (${networkDetail(error)})` })
-  })
+  }).pipe(
+    Effect.flatMap((reply) =>
+      Effect.map(Clock.currentTimeMillis, (receivedAtMs) => ({ ...reply, receivedAtMs }))
+    )
+  )
 
 /** undici reports `fetch failed` and keeps the socket error (ECONNREFUSED, …) as the cause. */
 const networkDetail = (error: unknown): string => {
@@ -295,7 +301,7 @@ const httpFailure = (
       permanent: false,
       code: status,
       reason: `${label} ${status}${detail}`,
-      retryAfterSeconds: parseRetryAfter(reply.headers.get("retry-after"), Date.now())
+      retryAfterSeconds: parseRetryAfter(reply.headers.get("retry-after"), reply.receivedAtMs)
     })
   }
   if (status >= 300 && status < 400) {

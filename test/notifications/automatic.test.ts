@@ -92,11 +92,10 @@ const mailsFor = (smtp: SmtpSink, id: string): Array<ReceivedMail> =>
  * Inserts one public event in its own transaction, as a command of the orders context would, and
  * answers it as the feed will read it (the fields `automaticNotificationId` uses are exact).
  */
-const publish = (type: string, data: Record<string, unknown>, subjectId?: string) =>
+const publish = (type: string, data: Record<string, unknown>, subjectId?: string, occurredAt = new Date()) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const id = yield* Ids.make("evt")
-    const occurredAt = new Date()
     const row = {
       id,
       type,
@@ -325,6 +324,18 @@ layer(notificationsHttp(), { excludeTestServices: true, timeout: 120_000 })(
           expectError(yield* getNotification(idOf("order.shipped", guest, "sms")), 404, "resource_missing")
           expectError(yield* getNotification(idOf("order.shipped", guest, "push")), 404, "resource_missing")
         })
+    )
+
+    it.effect("an event over 24 h old notifies nobody (a replay must not mail about yesterday)", () =>
+      Effect.gen(function* () {
+        const { smtp } = yield* Peers
+        const stale = order({ status: "shipped" })
+        const old = yield* publish("order.shipped", stale, undefined, new Date(Date.now() - 25 * 3_600_000))
+        const marker = yield* publish("order.cancelled", order({ status: "cancelled" }))
+        yield* until(idOf("order.cancelled", marker, "email"))
+        expectError(yield* getNotification(idOf("order.shipped", old, "email")), 404, "resource_missing")
+        expect(smtp.messages.filter((m) => m.to.includes(stale.email))).toHaveLength(0)
+      })
     )
 
     it.effect("a disabled trigger sends nothing", () =>
