@@ -8,7 +8,7 @@ import { Schema } from "effect"
 import { Authentication, RequiredScope, StaffOnly } from "../http/Auth.js"
 import { Conflict, Forbidden, NotFound } from "../http/errors.js"
 import { Instant, Text } from "../http/Fields.js"
-import { ListOf, PageParams } from "../http/Lists.js"
+import { ListOf, PageParams, SortParam } from "../http/Lists.js"
 import { EmailSchema } from "../kernel/Email.js"
 import { LIMITS } from "./decider.js"
 import { Metadata } from "./events.js"
@@ -113,17 +113,9 @@ export const CreatedCustomer = Customer.pick("id", "email", "firstName", "lastNa
 
 // --- Requests --------------------------------------------------------------------------------------
 
-const SORT = new RegExp(`^(${SORT_FIELDS.join("|")})(:(asc|desc))?$`)
-
 export const CustomerListParams = Schema.Struct({
   ...PageParams.fields,
-  sort: Schema.optional(
-    Schema.String.pipe(
-      Schema.filter((s) => SORT.test(s), {
-        message: () => `sort must be <field>:<asc|desc> with field one of ${SORT_FIELDS.join(", ")}`
-      })
-    )
-  ),
+  sort: Schema.optional(SortParam(SORT_FIELDS)),
   q: Schema.optional(
     Schema.String.pipe(Schema.maxLength(200, { message: () => "q must be at most 200 characters" }))
   ),

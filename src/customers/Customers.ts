@@ -10,6 +10,7 @@ import { isUniqueViolation } from "../db/Sql.js"
 import { EventStore } from "../eventstore/EventStore.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
 import { BadRequest, Conflict, Forbidden, NotFound, orDieUnlessHttp } from "../http/errors.js"
+import { parseSort } from "../http/Lists.js"
 import { UserDecider, userStream } from "../identity/decider.js"
 import type { UserEvent } from "../identity/events.js"
 import { Identity } from "../identity/Identity.js"
@@ -94,13 +95,9 @@ const invalidField = (e: CustomerLimitExceeded) =>
 const addressLimit = (e: CustomerLimitExceeded) =>
   Conflict.of({ code: "address_limit_reached", message: e.message })
 
-/** `sort=<field>[:<asc|desc>]` (already checked by the route schema); newest first by default. */
-export const parseSort = (sort: string | undefined): CustomerSort => {
-  const [name, direction] = (sort ?? "").split(":")
-  const field = SORT_FIELDS.find((f) => f === name)
-  if (field === undefined) return { field: "createdAt", direction: "desc" }
-  return { field, direction: direction === "desc" ? "desc" : "asc" }
-}
+/** The list's sort (already checked by the route schema); newest first by default. */
+export const customerSort = (sort: string | undefined): CustomerSort =>
+  parseSort(SORT_FIELDS, sort, { field: "createdAt", direction: "desc" })
 
 const blankToUndefined = (text: string | undefined) => {
   const trimmed = text?.trim()
@@ -165,7 +162,7 @@ export const makeCustomers = Effect.gen(function* () {
     const query: CustomerListQuery = {
       page: input.page,
       display: input.display,
-      sort: parseSort(input.sort),
+      sort: customerSort(input.sort),
       q: blankToUndefined(input.q),
       tag: blankToUndefined(input.tag),
       since: input.since,

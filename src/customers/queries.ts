@@ -1,6 +1,7 @@
 /** Read-model lookups of the customers context (`GET /user`, `GET /user/:id`, email ownership). */
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
+import type { Sort } from "../http/Lists.js"
 import { USERS } from "../identity/projection.js"
 import { normalizeEmail } from "../kernel/Email.js"
 import { ADDRESSES, CUSTOMERS } from "./projection.js"
@@ -8,10 +9,7 @@ import { ADDRESSES, CUSTOMERS } from "./projection.js"
 export const SORT_FIELDS = ["createdAt", "totalSpent", "orderCount", "email", "lastName"] as const
 export type SortField = (typeof SORT_FIELDS)[number]
 
-export interface CustomerSort {
-  readonly field: SortField
-  readonly direction: "asc" | "desc"
-}
+export type CustomerSort = Sort<SortField>
 
 export interface CustomerListQuery {
   readonly page: number

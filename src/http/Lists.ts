@@ -20,3 +20,33 @@ export type PageParams = typeof PageParams.Type
 
 export const ListOf = <A, I, R>(model: Schema.Schema<A, I, R>, identifier: string) =>
   Schema.Struct({ count: Schema.Int, models: Schema.Array(model) }).annotations({ identifier })
+
+export interface Sort<F extends string> {
+  readonly field: F
+  readonly direction: "asc" | "desc"
+}
+
+/** `sort=<field>[:<asc|desc>]` over a closed list of fields (anything else → 400). */
+export const SortParam = (fields: ReadonlyArray<string>) => {
+  const pattern = new RegExp(`^(${fields.join("|")})(:(asc|desc))?$`)
+  return Schema.String.pipe(
+    Schema.filter((s) => pattern.test(s), {
+      message: () => `sort must be <field>:<asc|desc> with field one of ${fields.join(", ")}`
+    })
+  )
+}
+
+/**
+ * A `sort` already checked by `SortParam`, narrowed to its field; `fallback` when absent. A field
+ * without a direction sorts ascending.
+ */
+export const parseSort = <F extends string>(
+  fields: ReadonlyArray<F>,
+  sort: string | undefined,
+  fallback: Sort<F>
+): Sort<F> => {
+  const [name, direction] = (sort ?? "").split(":")
+  const field = fields.find((f) => f === name)
+  if (field === undefined) return fallback
+  return { field, direction: direction === "desc" ? "desc" : "asc" }
+}

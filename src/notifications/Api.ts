@@ -9,7 +9,7 @@ import { Metadata } from "../customers/events.js"
 import { Authentication, RequiredScope } from "../http/Auth.js"
 import { Conflict, Forbidden, NotFound } from "../http/errors.js"
 import { Instant, Text } from "../http/Fields.js"
-import { ListOf, PageParams } from "../http/Lists.js"
+import { ListOf, PageParams, SortParam } from "../http/Lists.js"
 import { CHANNELS, TRIGGERS } from "./channels.js"
 import { ChannelSchema, RenderedMessage } from "./events.js"
 import { SORT_FIELDS } from "./queries.js"
@@ -100,8 +100,6 @@ export const Settings = Schema.Struct({
 
 // --- Requests --------------------------------------------------------------------------------------
 
-const SORT = new RegExp(`^(${SORT_FIELDS.join("|")})(:(asc|desc))?$`)
-
 const EventName = Schema.String.pipe(
   Schema.pattern(/^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/, {
     message: () => "eventName must be a dotted lower-case name such as order.confirmed"
@@ -111,13 +109,7 @@ const EventName = Schema.String.pipe(
 
 export const NotificationListParams = Schema.Struct({
   ...PageParams.fields,
-  sort: Schema.optional(
-    Schema.String.pipe(
-      Schema.filter((s) => SORT.test(s), {
-        message: () => `sort must be <field>:<asc|desc> with field one of ${SORT_FIELDS.join(", ")}`
-      })
-    )
-  ),
+  sort: Schema.optional(SortParam(SORT_FIELDS)),
   channel: Schema.optional(Channel),
   status: Schema.optional(
     Schema.Literal(...STATUSES).annotations({ message: () => `status must be one of ${STATUSES.join(", ")}` })

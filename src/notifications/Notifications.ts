@@ -10,6 +10,7 @@ import { AppConfig } from "../config.js"
 import { findCustomer } from "../customers/queries.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
 import { BadRequest, Conflict, NotFound, orDieUnlessHttp } from "../http/errors.js"
+import { parseSort } from "../http/Lists.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import * as Time from "../kernel/Time.js"
@@ -152,14 +153,6 @@ const sending = Conflict.of({
   code: "notification_sending",
   message: "the notification is being sent right now; check its status again in a moment"
 })
-
-/** `sort=<field>[:<asc|desc>]` (already checked by the route schema); newest first by default. */
-const parseSort = (sort: string | undefined) => {
-  const [name, direction] = (sort ?? "").split(":")
-  const field = SORT_FIELDS.find((f) => f === name)
-  if (field === undefined) return { field: "createdAt" as const, direction: "desc" as const }
-  return { field, direction: direction === "desc" ? ("desc" as const) : ("asc" as const) }
-}
 
 export const notificationView = (row: NotificationRow) => ({ ...row, data: redactData(row.data) })
 
@@ -308,7 +301,7 @@ export const makeNotifications = Effect.gen(function* () {
       listNotifications({
         page: input.page,
         display: input.display,
-        sort: parseSort(input.sort),
+        sort: parseSort(SORT_FIELDS, input.sort, { field: "createdAt", direction: "desc" }),
         channel: input.channel,
         status: input.status,
         eventName: input.eventName,

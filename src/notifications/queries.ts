@@ -1,6 +1,7 @@
 /** Read-model lookups of notifications (`GET /notification…`), templates and settings. */
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
+import type { Sort } from "../http/Lists.js"
 import type { Channel } from "./channels.js"
 import type { NotificationStatus } from "./decider.js"
 import { NOTIFICATIONS, normalizeRecipient, SETTINGS, TEMPLATES } from "./projection.js"
@@ -17,7 +18,7 @@ const SORT_COLUMNS: Record<SortField, string> = {
 export interface NotificationListQuery {
   readonly page: number
   readonly display: number
-  readonly sort: { readonly field: SortField; readonly direction: "asc" | "desc" }
+  readonly sort: Sort<SortField>
   readonly channel?: Channel | undefined
   readonly status?: NotificationStatus | undefined
   readonly eventName?: string | undefined
