@@ -350,6 +350,8 @@ export const makeNotifications = Effect.gen(function* () {
           },
           actor
         )
+      ).pipe(
+        Effect.catchTag("NotificationMetadataInvalid", (e) => Effect.fail(invalid("metadata", e.message)))
       )
       yield* work.wake
       return yield* view(notificationId)

@@ -162,6 +162,8 @@ const decideNotification = (
   if (command._tag === "Request") {
     // Idempotent: the same id requested again (a replayed trigger) adds nothing.
     if (state.status !== "none") return Effect.succeed([])
+    const problem = metadataProblem(command.metadata)
+    if (problem) return Effect.fail(new NotificationMetadataInvalid({ message: problem }))
     const subjectId = command.customerId ?? command.notificationId
     return Effect.succeed([
       NotificationRequested.make({

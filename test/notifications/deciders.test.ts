@@ -67,6 +67,12 @@ describe("notification requests", () => {
     expect(events[0]?.data).toMatchObject({ subjectId: ID })
   })
 
+  it("a request whose metadata is over the limits is refused", () => {
+    const metadata = Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, i]))
+    const result = decide(NotificationDecider, { ...request, metadata }, NotificationDecider.initialState)
+    expect(Either.isLeft(result) && result.left._tag).toBe("NotificationMetadataInvalid")
+  })
+
   it("requesting the same id again adds nothing (replayed triggers)", () => {
     expect(Either.getOrThrow(decide(NotificationDecider, request, pending))).toEqual([])
   })

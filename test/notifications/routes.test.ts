@@ -474,53 +474,62 @@ layer(NoSender, OPTIONS)("notifications over HTTP (no sender: notifications stay
       })
     )
 
-    it.effect("data over 32 KiB, invalid scheduledAt, bad types → 400; nothing persisted", () =>
-      Effect.gen(function* () {
-        const token = yield* adminToken
-        const before = yield* totalCount(token)
-        expectError(
-          yield* call("POST", "/notification", {
-            token,
-            json: emailRequest({ data: { ...DATA, blob: "x".repeat(33 * 1024) } })
-          }),
-          400,
-          "parameter_invalid",
-          "data"
-        )
-        for (const scheduledAt of ["2026-02-30", "2026-13-01", "tomorrow", 1_700_000_000_000]) {
+    it.effect(
+      "data over 32 KiB, metadata over its limits, invalid scheduledAt, bad types → 400; nothing persisted",
+      () =>
+        Effect.gen(function* () {
+          const token = yield* adminToken
+          const before = yield* totalCount(token)
           expectError(
-            yield* call("POST", "/notification", { token, json: emailRequest({ scheduledAt }) }),
+            yield* call("POST", "/notification", {
+              token,
+              json: emailRequest({ data: { ...DATA, blob: "x".repeat(33 * 1024) } })
+            }),
             400,
             "parameter_invalid",
-            "scheduledAt"
+            "data"
           )
-        }
-        expectError(
-          yield* call("POST", "/notification", { token, json: emailRequest({ channel: "fax" }) }),
-          400,
-          "parameter_invalid",
-          "channel"
-        )
-        expectError(
-          yield* call("POST", "/notification", { token, json: emailRequest({ data: [1, 2] }) }),
-          400,
-          "parameter_invalid",
-          "data"
-        )
-        expectError(
-          yield* call("POST", "/notification", { token, json: emailRequest({ eventName: "Not A Name" }) }),
-          400,
-          "parameter_invalid",
-          "eventName"
-        )
-        const noTo = yield* call("POST", "/notification", {
-          token,
-          json: { channel: "email", templateId: EMAIL_TEMPLATE, data: DATA }
+          for (const scheduledAt of ["2026-02-30", "2026-13-01", "tomorrow", 1_700_000_000_000]) {
+            expectError(
+              yield* call("POST", "/notification", { token, json: emailRequest({ scheduledAt }) }),
+              400,
+              "parameter_invalid",
+              "scheduledAt"
+            )
+          }
+          expectError(
+            yield* call("POST", "/notification", { token, json: emailRequest({ channel: "fax" }) }),
+            400,
+            "parameter_invalid",
+            "channel"
+          )
+          const tooMany = Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, i]))
+          expectError(
+            yield* call("POST", "/notification", { token, json: emailRequest({ metadata: tooMany }) }),
+            400,
+            "parameter_invalid",
+            "metadata"
+          )
+          expectError(
+            yield* call("POST", "/notification", { token, json: emailRequest({ data: [1, 2] }) }),
+            400,
+            "parameter_invalid",
+            "data"
+          )
+          expectError(
+            yield* call("POST", "/notification", { token, json: emailRequest({ eventName: "Not A Name" }) }),
+            400,
+            "parameter_invalid",
+            "eventName"
+          )
+          const noTo = yield* call("POST", "/notification", {
+            token,
+            json: { channel: "email", templateId: EMAIL_TEMPLATE, data: DATA }
+          })
+          expect(noTo.status, noTo.text).toBe(400)
+          expect(noTo.body.error.param).toBe("to")
+          expect(yield* totalCount(token)).toBe(before)
         })
-        expect(noTo.status, noTo.text).toBe(400)
-        expect(noTo.body.error.param).toBe("to")
-        expect(yield* totalCount(token)).toBe(before)
-      })
     )
 
     it.effect("unknown or malformed customerId → 400 resource_missing; nothing persisted", () =>
