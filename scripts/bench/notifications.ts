@@ -24,7 +24,6 @@
  * `BENCH_CONCURRENCY` overrides `NOTIFICATION_CONCURRENCY` (default 16, as in src/config.ts). Numbers
  * are only comparable on the same machine: the peers, the sender and the database share its CPUs.
  */
-import { randomBytes } from "node:crypto"
 import { cpus } from "node:os"
 import { performance } from "node:perf_hooks"
 import { NodeRuntime } from "@effect/platform-node"
@@ -47,7 +46,7 @@ import {
   TWILIO_TEST_TOKEN
 } from "../../test/support/providers.js"
 import { type SmtpSink, startSmtpSink } from "../../test/support/smtp.js"
-import { fmt, loadAverage, ms, printFootnotes, printTable, scratchDatabase } from "./support.js"
+import { fmt, loadAverage, ms, printFootnotes, printTable, scratchConfig } from "./support.js"
 
 // ---------------------------------------------------------------------------------------------------
 // Settings
@@ -110,23 +109,12 @@ const peers = Effect.acquireRelease(
 )
 
 /** The services (no HTTP server, no processors started) over the scratch database, wired to the peers. */
-const servicesOver = (p: Peers) => {
-  const config = Layer.scoped(
-    AppConfig,
-    Effect.map(scratchDatabase, (url) => {
-      const defaults = makeAppConfig()
-      return makeAppConfig({
-        nodeEnv: "test",
-        databaseUrl: Option.map(url, Redacted.make),
-        pgliteDataDir: "memory://",
-        dataEncryptionKey: Option.some(Redacted.make(randomBytes(32).toString("hex"))),
-        identity: {
-          ...defaults.identity,
-          // Given, so nothing is written to DATA_DIR.
-          jwtSecret: Option.some(Redacted.make(randomBytes(32).toString("hex")))
-        },
+const servicesOver = (p: Peers) =>
+  servicesLayer({ processors: [notificationSender()], projections }).pipe(
+    Layer.provideMerge(
+      scratchConfig((base) => ({
         notifications: {
-          ...defaults.notifications,
+          ...base.notifications,
           smtpUrl: Option.some(Redacted.make(p.smtp.url)),
           emailFrom: "Bench Store <store@example.com>",
           smsProviderUrl: Option.some(p.sms.url),
@@ -137,11 +125,9 @@ const servicesOver = (p: Peers) => {
           storeName: "Bench Store",
           storeUrl: "https://shop.example"
         }
-      })
-    })
+      }))
+    )
   )
-  return servicesLayer({ processors: [notificationSender()], projections }).pipe(Layer.provideMerge(config))
-}
 
 // ---------------------------------------------------------------------------------------------------
 // Helpers

@@ -198,37 +198,43 @@ export const measure = (
   })
 
 /**
- * The app as src/main.ts serves it (without processors) on 127.0.0.1 and a free port, over the
- * scratch database, without rate limits; `identity` overrides identity settings (e.g. scrypt).
+ * A config over the scratch database for the benches: a fresh master key and signing key (nothing
+ * written to DATA_DIR), no rate limits; `overrides` as for `makeAppConfig`.
  */
-export const benchApp = (identity: Partial<AppConfigShape["identity"]> = {}) => {
-  const config = Layer.scoped(
+export const scratchConfig = (
+  overrides: (defaults: AppConfigShape) => Partial<AppConfigShape> = () => ({})
+) =>
+  Layer.scoped(
     AppConfig,
     Effect.map(scratchDatabase, (url) => {
       const defaults = makeAppConfig()
-      return makeAppConfig({
+      const base = makeAppConfig({
         nodeEnv: "test",
         databaseUrl: Option.map(url, Redacted.make),
         pgliteDataDir: "memory://",
         dataEncryptionKey: Option.some(Redacted.make(randomBytes(32).toString("hex"))),
-        host: "127.0.0.1",
-        port: 0,
         rateLimit: { ...defaults.rateLimit, enabled: false },
         identity: {
           ...defaults.identity,
-          // Given, so nothing is written to DATA_DIR.
-          jwtSecret: Option.some(Redacted.make(randomBytes(32).toString("hex"))),
-          ...identity
+          jwtSecret: Option.some(Redacted.make(randomBytes(32).toString("hex")))
         }
       })
+      return { ...base, ...overrides(base) }
     })
   )
-  return HttpAppLive.pipe(
+
+/**
+ * The app as src/main.ts serves it (without processors) on 127.0.0.1 and a free port, over the
+ * scratch database, without rate limits; `identity` overrides identity settings (e.g. scrypt).
+ */
+export const benchApp = (identity: Partial<AppConfigShape["identity"]> = {}) =>
+  HttpAppLive.pipe(
     Layer.provideMerge(NodeServerLive),
     Layer.provideMerge(servicesLayer({ processors: [], projections })),
-    Layer.provideMerge(config)
+    Layer.provideMerge(
+      scratchConfig((base) => ({ host: "127.0.0.1", port: 0, identity: { ...base.identity, ...identity } }))
+    )
   )
-}
 
 /** 12345.6 → "12,346". */
 export const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
