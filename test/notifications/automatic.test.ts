@@ -17,8 +17,8 @@ import { automaticNotificationId, notifyForEvents } from "../../src/notification
 import type { Channel, Trigger } from "../../src/notifications/channels.js"
 import { builtInTemplateId } from "../../src/notifications/templates.js"
 import { registeredShopper } from "../support/customers.js"
-import { apiKeyWith, call, expectError, uniqueEmail } from "../support/identity.js"
-import { eventually, notificationsHttp, Peers } from "../support/notifications.js"
+import { call, expectError, uniqueEmail } from "../support/identity.js"
+import { eventually, notificationsHttp, Peers, staffRequest } from "../support/notifications.js"
 import type { ReceivedMail, SmtpSink } from "../support/smtp.js"
 
 // biome-ignore lint/suspicious/noExplicitAny: reply bodies are inspected field by field
@@ -27,21 +27,7 @@ type Json = any
 const RESET_TOKEN = /^prt_[0-9a-z]{26}[0-9A-Za-z]{43}$/
 const NEW_PASSWORD = "a brand new passphrase"
 
-let staffKey: string | undefined
-const staff = Effect.suspend(() =>
-  staffKey !== undefined
-    ? Effect.succeed(staffKey)
-    : Effect.map(
-        apiKeyWith(["read:notifications", "write:notifications", "read:customers", "write:customers"]),
-        (k) => {
-          staffKey = k.key
-          return k.key
-        }
-      )
-)
-
-const request = (method: "GET" | "POST" | "PUT" | "DELETE", path: string, json?: unknown) =>
-  Effect.flatMap(staff, (token) => call(method, path, json === undefined ? { token } : { token, json }))
+const request = staffRequest
 
 const getNotification = (id: string) => request("GET", `/notification/${id}`)
 

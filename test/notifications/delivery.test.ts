@@ -22,8 +22,8 @@ import { type DueItem, DueOutcome, DueWork, dueWorker } from "../../src/processo
 import { withTestClock } from "../processors/helpers.js"
 import { makeShiftedClock } from "../support/clock.js"
 import { usingRealPostgres } from "../support/database.js"
-import { apiKeyWith, call, uniqueEmail } from "../support/identity.js"
-import { eventually, notificationsHttp, Peers } from "../support/notifications.js"
+import { uniqueEmail } from "../support/identity.js"
+import { eventually, notificationsHttp, Peers, staffRequest } from "../support/notifications.js"
 import {
   FCM_TEST_PROJECT,
   FCM_TEST_TOKEN,
@@ -76,22 +76,7 @@ const shifted = makeShiftedClock()
 const nowMs = () => shifted.clock.unsafeCurrentTimeMillis()
 const isoIn = (ms: number) => new Date(nowMs() + ms).toISOString()
 
-let staffKey: string | undefined
-/** A staff API key (API keys do not expire, unlike access tokens, however far the clock moves). */
-const staff = Effect.suspend(() =>
-  staffKey !== undefined
-    ? Effect.succeed(staffKey)
-    : Effect.map(
-        apiKeyWith(["read:notifications", "write:notifications", "read:customers", "write:customers"]),
-        (k) => {
-          staffKey = k.key
-          return k.key
-        }
-      )
-)
-
-const request = (method: "GET" | "POST" | "PUT" | "DELETE", path: string, json?: unknown) =>
-  Effect.flatMap(staff, (token) => call(method, path, json === undefined ? { token } : { token, json }))
+const request = staffRequest
 
 const createNotification = (json: Record<string, unknown>) =>
   Effect.map(request("POST", "/notification", json), (r): Json => {

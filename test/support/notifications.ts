@@ -14,6 +14,7 @@ import { processorsLayer } from "../../src/processors/Supervisor.js"
 import { projections } from "../../src/registry.js"
 import { servicesLayer } from "../../src/services.js"
 import { testConfig } from "./database.js"
+import { apiKeyWith, call } from "./identity.js"
 import {
   type FakeProvider,
   FCM_TEST_PROJECT,
@@ -98,3 +99,22 @@ export const eventually = <A, E, R>(
       yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 25)))
     }
   })
+
+/** One staff API key per app (keyed by its peers): API keys do not expire, however far the clock moves. */
+const staffKeys = new WeakMap<PeersShape, string>()
+
+export const staffKey = Effect.flatMap(Peers, (peers) => {
+  const known = staffKeys.get(peers)
+  if (known !== undefined) return Effect.succeed(known)
+  return Effect.map(
+    apiKeyWith(["read:notifications", "write:notifications", "read:customers", "write:customers"]),
+    (k) => {
+      staffKeys.set(peers, k.key)
+      return k.key
+    }
+  )
+})
+
+/** A request with the app's staff key. */
+export const staffRequest = (method: "GET" | "POST" | "PUT" | "DELETE", path: string, json?: unknown) =>
+  Effect.flatMap(staffKey, (token) => call(method, path, json === undefined ? { token } : { token, json }))
