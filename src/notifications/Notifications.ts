@@ -156,13 +156,8 @@ const sending = Conflict.of({
 
 export const notificationView = (row: NotificationRow) => ({ ...row, data: redactData(row.data) })
 
-export interface TemplateView {
-  readonly id: string
-  readonly name: string
-  readonly channel: Channel
-  readonly subject: string | null
-  readonly title: string | null
-  readonly body: string
+/** A template as the API shows it: a custom one's row, or a built-in one (no timestamps). */
+export interface TemplateView extends Omit<TemplateRow, "createdAt" | "updatedAt"> {
   readonly variables: ReadonlyArray<string>
   readonly builtIn: boolean
   readonly trigger: string | null
