@@ -277,7 +277,14 @@ export const makeNotifications = Effect.gen(function* () {
         return yield* Effect.fail(invalid("data", `data must be at most ${MAX_DATA_BYTES} bytes as JSON`))
       }
       yield* renderTemplate(parts, renderVariables(input.data, store)).pipe(
-        Effect.mapError((e) => invalid("data", e.message, "template_variable_missing"))
+        // A variable `data` lacks is the request's fault; so is content that cannot render within the limits.
+        Effect.mapError((e) =>
+          invalid(
+            "data",
+            e.message,
+            e.missingVariable === undefined ? "template_render_failed" : "template_variable_missing"
+          )
+        )
       )
     })
 

@@ -464,6 +464,21 @@ layer(NoSender, OPTIONS)("notifications over HTTP (no sender: notifications stay
           "template_variable_missing",
           "data"
         )
+        // Content that cannot render within the limits is refused as well, with its own code.
+        expectError(
+          yield* call("POST", "/notification", {
+            token,
+            json: {
+              channel: "push",
+              to: DEVICE_TOKEN,
+              title: "T",
+              body: "{% for i in (1..100000000) %}{{ i }}{% endfor %}"
+            }
+          }),
+          400,
+          "template_render_failed",
+          "data"
+        )
         // Optional variables (behind `if`/`default`) may be absent; `store.*` is always there.
         yield* createNotification(token, {
           channel: "push",
