@@ -65,6 +65,18 @@ export interface NotificationSettings {
   readonly storeUrl: string
 }
 
+/** Webhooks (`src/webhooks`): delivery workers and the SSRF guard. */
+export interface WebhookSettings {
+  /** Lifts the SSRF guard (loopback, private and metadata targets): local receivers and tests only. */
+  readonly allowPrivate: boolean
+  /** Also told when an endpoint is disabled (besides the admin who created it). */
+  readonly alertEmail: Option.Option<string>
+  /** Attempts one worker process makes at once. */
+  readonly concurrency: number
+  /** Of those, at most this many to one endpoint, so a hung endpoint never holds up the others. */
+  readonly endpointConcurrency: number
+}
+
 export interface AppConfigShape {
   readonly nodeEnv: NodeEnv
   /** `postgres://…` — when absent the service runs embedded PostgreSQL (PGlite). */
@@ -97,6 +109,7 @@ export interface AppConfigShape {
   readonly metricsToken: Option.Option<Redacted.Redacted<string>>
   readonly identity: IdentitySettings
   readonly notifications: NotificationSettings
+  readonly webhooks: WebhookSettings
 }
 
 export class AppConfig extends Context.Tag("AppConfig")<AppConfig, AppConfigShape>() {}
@@ -196,6 +209,18 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
     ),
     storeName: Config.string("STORE_NAME").pipe(Config.withDefault("Our store")),
     storeUrl: Config.string("STORE_URL").pipe(Config.withDefault("http://localhost:3000"))
+  }),
+  webhooks: Config.all({
+    allowPrivate: Config.boolean("WEBHOOK_ALLOW_PRIVATE").pipe(Config.withDefault(false)),
+    alertEmail: Config.option(Config.string("WEBHOOK_ALERT_EMAIL")),
+    concurrency: Config.integer("WEBHOOK_CONCURRENCY").pipe(
+      Config.withDefault(64),
+      Config.validate({ message: "must be between 1 and 1024", validation: (n) => n >= 1 && n <= 1024 })
+    ),
+    endpointConcurrency: Config.integer("WEBHOOK_ENDPOINT_CONCURRENCY").pipe(
+      Config.withDefault(16),
+      Config.validate({ message: "must be between 1 and 256", validation: (n) => n >= 1 && n <= 256 })
+    )
   })
 }).pipe(
   Config.map((c) => ({
@@ -215,6 +240,10 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
       smsProviderUrl: Option.filter(c.notifications.smsProviderUrl, (url) => url.trim() !== ""),
       pushProviderUrl: Option.filter(c.notifications.pushProviderUrl, (url) => url.trim() !== ""),
       storeUrl: c.notifications.storeUrl.replace(/\/+$/, "")
+    },
+    webhooks: {
+      ...c.webhooks,
+      alertEmail: Option.filter(c.webhooks.alertEmail, (email) => email.trim() !== "")
     },
     pgliteDataDir: Option.getOrElse(c.pgliteDataDir, () => `${c.dataDir}/pglite`),
     instanceId: Option.getOrElse(
@@ -271,6 +300,8 @@ export const makeAppConfig = (overrides: Partial<AppConfigShape> = {}): AppConfi
     storeName: "Our store",
     storeUrl: "http://localhost:3000"
   },
+  // Tests and scripts deliver to receivers on 127.0.0.1.
+  webhooks: { allowPrivate: true, alertEmail: Option.none(), concurrency: 64, endpointConcurrency: 16 },
   ...overrides
 })
 

@@ -15,19 +15,25 @@ import { NotificationsProjection } from "./notifications/projection.js"
 import { notificationSender } from "./notifications/sender.js"
 import type { Processor } from "./processors/Supervisor.js"
 import type { ProcessorServices } from "./services.js"
+import { webhookDeliveryWorker, webhookDispatcher, webhookHealthWorker } from "./webhooks/delivery.js"
+import { deliveryEventTypes, webhookEventTypes } from "./webhooks/events.js"
+import { WebhooksProjection } from "./webhooks/projection.js"
 
 export const eventTypes: ReadonlyArray<AnyEventType> = [
   ...identityEventTypes,
   ...customerEventTypes,
   ...notificationEventTypes,
   ...templateEventTypes,
-  ...settingsEventTypes
+  ...settingsEventTypes,
+  ...webhookEventTypes,
+  ...deliveryEventTypes
 ]
 
 export const projections: ReadonlyArray<Projection> = [
   IdentityProjection,
   CustomersProjection,
-  NotificationsProjection
+  NotificationsProjection,
+  WebhooksProjection
 ]
 
 /** Background processors run by `ROLE=worker|all`. */
@@ -36,5 +42,9 @@ export const processors: ReadonlyArray<Processor<ProcessorServices>> = [
   idempotencyPurgeProcessor(),
   // Notifications: trigger events → notifications; due notifications → providers.
   automaticNotifications(),
-  notificationSender()
+  notificationSender(),
+  // Webhooks: public events → deliveries; due attempts → endpoints; failing endpoints → disabled.
+  webhookDispatcher(),
+  webhookDeliveryWorker(),
+  webhookHealthWorker()
 ]

@@ -24,6 +24,7 @@ import { NotificationsLive } from "./notifications/Notifications.js"
 import { NotificationProvidersLive } from "./notifications/providers.js"
 import { type DueWork, DueWorkLive } from "./processors/DueWork.js"
 import { type Processor, SupervisorLive } from "./processors/Supervisor.js"
+import { WebhooksLive } from "./webhooks/Webhooks.js"
 
 export type ProcessorServices =
   | SqlClient.SqlClient
@@ -64,7 +65,7 @@ export const servicesLayer = <E = never, R = never>(options: {
         Layer.provideMerge(Layer.succeed(RouteScopes, routeScopesOf(Api)))
       )
     ),
-    Layer.provideMerge(Layer.merge(CustomersServicesLive, NotificationsLive)),
+    Layer.provideMerge(Layer.mergeAll(CustomersServicesLive, NotificationsLive, WebhooksLive)),
     Layer.provideMerge(NotificationProvidersLive),
     Layer.provideMerge(Layer.mergeAll(CommandRunnerLive, DueWorkLive, ReadinessLive)),
     Layer.provideMerge(

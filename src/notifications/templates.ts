@@ -356,7 +356,8 @@ export interface BuiltInTemplate {
   readonly id: string
   readonly name: string
   readonly channel: Channel
-  readonly trigger: Trigger
+  /** The trigger it renders, or the service's own alert it is for (`webhook.disabled`). */
+  readonly trigger: Trigger | SystemMessage
   readonly subject?: string
   readonly title?: string
   readonly body: string
@@ -633,9 +634,47 @@ const makeBuiltIn = (trigger: Trigger, channel: Channel): BuiltInTemplate => {
 }
 
 /** The built-in template of every trigger on every channel, in `TRIGGERS` × `CHANNELS` order. */
-export const BUILT_IN_TEMPLATES: ReadonlyArray<BuiltInTemplate> = TRIGGERS.flatMap((trigger) =>
-  CHANNELS.map((channel) => makeBuiltIn(trigger, channel))
-)
+export const TRIGGER_TEMPLATES: ReadonlyArray<BuiltInTemplate & { readonly trigger: Trigger }> =
+  TRIGGERS.flatMap((trigger) => CHANNELS.map((channel) => ({ ...makeBuiltIn(trigger, channel), trigger })))
+
+/** Mail the service sends staff about itself (not a shopper trigger of spec §6.5). */
+export type SystemMessage = "webhook.disabled"
+
+/** The email to a webhook endpoint's owner before it is disabled (spec §3.1). */
+export const WEBHOOK_DISABLED_TEMPLATE_ID = "tpl_builtin_webhook_disabled_email"
+
+const webhookDisabledTemplate = (): BuiltInTemplate => {
+  const parts: TemplateParts = {
+    subject: "Webhook endpoint disabled: {{ webhook.url }}",
+    body: lines(
+      "Your webhook endpoint {{ webhook.url }} ({{ webhook.id }}) at {{ store.name }} is being disabled.",
+      "",
+      "{{ reason }}",
+      "",
+      "No new events will be sent to it. To receive them again, fix the endpoint, then re-enable it with",
+      'PUT /webhook/{{ webhook.id }} {"status": "active"} and send what it missed with',
+      'POST /webhook/{{ webhook.id }}/recover {"since": "{{ webhook.failingSince | default: "<time>" }}"}.'
+    )
+  }
+  const validated = validateTemplate("email", parts)
+  if (Either.isLeft(validated))
+    throw new Error(`built-in template ${WEBHOOK_DISABLED_TEMPLATE_ID} is invalid: ${validated.left.message}`)
+  return {
+    id: WEBHOOK_DISABLED_TEMPLATE_ID,
+    name: "Webhook endpoint disabled (email)",
+    channel: "email",
+    trigger: "webhook.disabled",
+    subject: "Webhook endpoint disabled: {{ webhook.url }}",
+    body: parts.body,
+    variables: validated.right.variables
+  }
+}
+
+/** Every built-in template: the triggers', then the service's own alerts. */
+export const BUILT_IN_TEMPLATES: ReadonlyArray<BuiltInTemplate> = [
+  ...TRIGGER_TEMPLATES,
+  webhookDisabledTemplate()
+]
 
 const BUILT_IN_BY_ID: ReadonlyMap<string, BuiltInTemplate> = new Map(
   BUILT_IN_TEMPLATES.map((template) => [template.id, template])
@@ -646,8 +685,9 @@ export const findBuiltInTemplate = (id: string): Option.Option<BuiltInTemplate> 
   Option.fromNullable(BUILT_IN_BY_ID.get(id))
 
 /** The built-in template of a trigger on a channel (there is one for every pair). */
-export const builtInTemplate = (trigger: Trigger, channel: Channel): BuiltInTemplate => {
-  const template = BUILT_IN_BY_ID.get(builtInTemplateId(trigger, channel))
+export const builtInTemplate = (trigger: Trigger, channel: Channel): (typeof TRIGGER_TEMPLATES)[number] => {
+  const id = builtInTemplateId(trigger, channel)
+  const template = TRIGGER_TEMPLATES.find((t) => t.id === id)
   if (template === undefined) throw new Error(`no built-in template for ${trigger} on ${channel}`)
   return template
 }

@@ -22,6 +22,8 @@ export interface DueItem {
   readonly id: string
   readonly kind: string
   readonly key: string
+  /** Items of one group (e.g. one webhook endpoint) can be capped per worker: see `groupCap`. */
+  readonly group: string | null
   readonly payload: unknown
   readonly dueAt: Date
   readonly status: DueStatus
@@ -42,6 +44,7 @@ export interface ScheduleInput {
   readonly key: string
   readonly dueAt: Date
   readonly payload?: unknown
+  readonly group?: string
   /** Re-arm an item that is done, failed or cancelled (as new: attempts reset). */
   readonly replace?: boolean
 }
@@ -87,6 +90,11 @@ export interface ClaimOptions {
   readonly limit: number
   readonly owner: string
   readonly leaseTtl: Duration.DurationInput
+  /**
+   * At most `cap` claimed items per group, counting `inFlight` (what the caller already holds).
+   * Items without a group are not limited.
+   */
+  readonly groups?: { readonly cap: number; readonly inFlight: ReadonlyMap<string, number> }
 }
 
 export interface DueWorkStats {
@@ -141,7 +149,7 @@ export interface DueWorkShape {
 
 export class DueWork extends Context.Tag("processors/DueWork")<DueWork, DueWorkShape>() {}
 
-const COLUMNS = `id, kind, key, payload, due_at AS "dueAt", status, attempts, claimed_by AS "claimedBy",
+const COLUMNS = `id, kind, key, group_key AS "group", payload, due_at AS "dueAt", status, attempts, claimed_by AS "claimedBy",
   claim_token AS "claimToken", lease_until AS "leaseUntil", last_error AS "lastError",
   created_at AS "createdAt", updated_at AS "updatedAt", completed_at AS "completedAt"`
 
@@ -175,8 +183,8 @@ export const makeDueWork = Effect.gen(function* () {
         const id = yield* uuidv7
         const replace = input.replace === true
         const rows = yield* sql<DueItem>`
-          INSERT INTO processors.due_work AS d (id, kind, key, payload, due_at, status, created_at, updated_at)
-          VALUES (${id}, ${input.kind}, ${input.key}, ${JSON.stringify(input.payload ?? {})}::jsonb,
+          INSERT INTO processors.due_work AS d (id, kind, key, group_key, payload, due_at, status, created_at, updated_at)
+          VALUES (${id}, ${input.kind}, ${input.key}, ${input.group ?? null}, ${JSON.stringify(input.payload ?? {})}::jsonb,
                   ${input.dueAt}, 'pending', ${at}, ${at})
           ON CONFLICT (kind, key) DO UPDATE
             SET payload = EXCLUDED.payload, due_at = EXCLUDED.due_at, status = 'pending',
@@ -218,6 +226,31 @@ export const makeDueWork = Effect.gen(function* () {
         const at = yield* now
         const until = addDuration(at, options.leaseTtl)
         const kinds = [...options.kinds]
+        const due = sql`
+            SELECT id FROM processors.due_work
+             WHERE status = 'pending' AND due_at <= ${at} AND kind = ANY(${kinds})
+             ORDER BY due_at LIMIT ${options.limit} FOR UPDATE SKIP LOCKED`
+        // Capped per group: saturated groups are skipped in the scan, the others get what is left of
+        // their cap (row_number per group), then the rows are locked (re-checked, skipping taken ones).
+        const dueByGroup = (groups: NonNullable<ClaimOptions["groups"]>) => {
+          const saturated = [...groups.inFlight].filter(([, n]) => n >= groups.cap).map(([g]) => g)
+          const held = JSON.stringify(Object.fromEntries(groups.inFlight))
+          return sql`
+            SELECT id FROM processors.due_work
+             WHERE status = 'pending' AND id IN (
+               SELECT id FROM (
+                 SELECT id, due_at, group_key,
+                        row_number() OVER (PARTITION BY group_key ORDER BY due_at, id) AS rn
+                   FROM (SELECT id, due_at, group_key FROM processors.due_work
+                          WHERE status = 'pending' AND due_at <= ${at} AND kind = ANY(${kinds})
+                            AND (group_key IS NULL OR NOT (group_key = ANY(${saturated})))
+                          ORDER BY due_at LIMIT ${Math.min(options.limit * 8, 2000)}) AS scan
+               ) AS ranked
+                WHERE group_key IS NULL
+                   OR rn <= ${groups.cap} - coalesce((${held}::jsonb ->> group_key)::int, 0)
+                ORDER BY due_at LIMIT ${options.limit})
+             FOR UPDATE SKIP LOCKED`
+        }
         // One statement = one short transaction; never interrupted, so a claim the database made is
         // never lost to us. Each branch scans its own partial index.
         const rows = yield* Effect.uninterruptible(sql<DueItem>`
@@ -225,10 +258,7 @@ export const makeDueWork = Effect.gen(function* () {
             SELECT id FROM processors.due_work
              WHERE status = 'claimed' AND lease_until < ${at} AND kind = ANY(${kinds})
              ORDER BY lease_until LIMIT ${options.limit} FOR UPDATE SKIP LOCKED
-          ), due AS (
-            SELECT id FROM processors.due_work
-             WHERE status = 'pending' AND due_at <= ${at} AND kind = ANY(${kinds})
-             ORDER BY due_at LIMIT ${options.limit} FOR UPDATE SKIP LOCKED
+          ), due AS (${options.groups === undefined ? due : dueByGroup(options.groups)}
           ), picked AS (
             SELECT id FROM (SELECT id FROM expired UNION ALL SELECT id FROM due) AS c LIMIT ${options.limit}
           )
@@ -324,6 +354,11 @@ export interface DueWorkerOptions<E, R, OE, OR> {
   readonly pollInterval?: Duration.DurationInput
   /** Give up (status `failed`) after this many attempts that ended in an unexpected error. */
   readonly maxAttempts?: number
+  /**
+   * At most this many items of one group handled at once by this worker (items without a group are
+   * not limited), so one slow group (a hung webhook endpoint) never takes every slot.
+   */
+  readonly groupCap?: number
   /** Delay before retrying after an unexpected error (default 1 s doubling per attempt, ≤ 1 h). */
   readonly retryDelay?: (attempts: number) => Duration.DurationInput
   /**
@@ -355,6 +390,14 @@ export const dueWorker = <E, R, OE = never, OR = never>(
     const freed = yield* Queue.sliding<void>(1)
     const fibers = yield* FiberSet.make()
     let inFlight = 0
+    const byGroup = new Map<string, number>()
+    const hold = (group: string | null, delta: number) => {
+      if (group === null) return
+      const n = (byGroup.get(group) ?? 0) + delta
+      if (n <= 0) byGroup.delete(group)
+      else byGroup.set(group, n)
+    }
+    const groups = options.groupCap === undefined ? undefined : { cap: options.groupCap, inFlight: byGroup }
 
     const heartbeat = (item: DueItem): Effect.Effect<never> =>
       Effect.sleep(Duration.millis(heartbeatMs)).pipe(
@@ -403,15 +446,23 @@ export const dueWorker = <E, R, OE = never, OR = never>(
         yield* Queue.take(freed)
         continue
       }
-      const items = yield* work.claim({ kinds: options.kinds, limit: free, owner, leaseTtl })
+      const items = yield* work.claim({
+        kinds: options.kinds,
+        limit: free,
+        owner,
+        leaseTtl,
+        ...(groups === undefined ? {} : { groups: { cap: groups.cap, inFlight: new Map(byGroup) } })
+      })
       for (const item of items) {
         inFlight++
+        hold(item.group, 1)
         yield* FiberSet.run(
           fibers,
           processItem(item).pipe(
             Effect.ensuring(
               Effect.suspend(() => {
                 inFlight--
+                hold(item.group, -1)
                 return Queue.offer(freed, undefined)
               })
             )

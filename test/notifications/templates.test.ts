@@ -10,7 +10,6 @@ import * as fc from "fast-check"
 import { CHANNELS, type Channel, TRIGGERS, type Trigger } from "../../src/notifications/channels.js"
 import {
   BUILT_IN_TEMPLATES,
-  type BuiltInTemplate,
   builtInTemplate,
   findBuiltInTemplate,
   formatMoney,
@@ -20,6 +19,7 @@ import {
   type TemplateInvalid,
   type TemplateParts,
   type TemplateRenderFailed,
+  TRIGGER_TEMPLATES,
   templateContext,
   templateEngine,
   validateTemplate
@@ -436,14 +436,17 @@ describe("built-in templates", () => {
     }
   })
 
-  const renderBuiltIn = (template: BuiltInTemplate, data: typeof REQUIRED_DATA | typeof FULL_DATA) => {
+  const renderBuiltIn = (
+    template: (typeof TRIGGER_TEMPLATES)[number],
+    data: typeof REQUIRED_DATA | typeof FULL_DATA
+  ) => {
     const result = render(template, contextFor(template.trigger, data))
     if (Either.isLeft(result)) return expect.fail(`${template.id}: ${result.left.message}`)
     return result.right
   }
 
   it("each renders with typical data, and with only the required fields", () => {
-    for (const template of BUILT_IN_TEMPLATES) {
+    for (const template of TRIGGER_TEMPLATES) {
       for (const data of [FULL_DATA, REQUIRED_DATA]) {
         const result = renderBuiltIn(template, data)
         expect(result.body, template.id).not.toMatch(/\{\{|\{%/)
@@ -457,7 +460,7 @@ describe("built-in templates", () => {
   })
 
   it("SMS built-ins stay within one 160-character message with typical data", () => {
-    for (const template of BUILT_IN_TEMPLATES.filter((t) => t.channel === "sms")) {
+    for (const template of TRIGGER_TEMPLATES.filter((t) => t.channel === "sms")) {
       for (const data of [FULL_DATA, REQUIRED_DATA]) {
         const body = renderBuiltIn(template, data).body
         expect(body.length, `${template.id}: ${body}`).toBeLessThanOrEqual(160)
