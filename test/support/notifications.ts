@@ -10,9 +10,9 @@ import { type AppConfigShape, makeAppConfig } from "../../src/config.js"
 import { HttpAppLive } from "../../src/http/Server.js"
 import { automaticNotifications } from "../../src/notifications/automatic.js"
 import { notificationSender } from "../../src/notifications/sender.js"
-import { processorsLayer } from "../../src/processors/Supervisor.js"
+import { type Processor, processorsLayer } from "../../src/processors/Supervisor.js"
 import { projections } from "../../src/registry.js"
-import { servicesLayer } from "../../src/services.js"
+import { type ProcessorServices, servicesLayer } from "../../src/services.js"
 import { testConfig } from "./database.js"
 import { apiKeyWith, call } from "./identity.js"
 import {
@@ -60,14 +60,19 @@ export const peerSettings = (peers: PeersShape): AppConfigShape["notifications"]
 
 export interface NotificationsHttpOptions {
   readonly clock?: Clock.Clock
-  /** Run the trigger and sender processors (default true). */
-  readonly processors?: boolean
+  /** Run the trigger and sender processors (default true), or exactly these. */
+  readonly processors?: boolean | ReadonlyArray<Processor<ProcessorServices>>
   readonly overrides?: Partial<AppConfigShape>
 }
 
 /** App + processors + peers over a fresh database. */
 export const notificationsHttp = (options: NotificationsHttpOptions = {}) => {
-  const processors = options.processors === false ? [] : NOTIFICATION_PROCESSORS
+  const processors =
+    options.processors === false
+      ? []
+      : options.processors === true || options.processors === undefined
+        ? NOTIFICATION_PROCESSORS
+        : options.processors
   const config = Layer.unwrapEffect(
     Effect.map(Peers, (peers) => testConfig({ notifications: peerSettings(peers), ...options.overrides }))
   )
