@@ -185,6 +185,29 @@ describe("webhook delivery", () => {
           })
       )
 
+      it.effect(
+        "a hung endpoint holds only its own slots: a healthy endpoint's events still arrive at once",
+        () =>
+          Effect.gen(function* () {
+            const receiver = yield* TestReceiver
+            receiver.on("/hung", Behaviour.hang)
+            yield* register("/hung", ["inventory.low_stock"])
+            yield* register("/healthy", ["inventory.low_stock"])
+            // Far more events than the worker's slots (64) and than one endpoint's cap (16).
+            const started = Date.now()
+            yield* Effect.forEach(
+              Array.from({ length: 80 }, (_, i) => i),
+              (i) => publish("inventory.low_stock", { productId: `prod_${i}`, available: 1 })
+            )
+            const healthy = yield* waitFor("/healthy", 80, 20_000)
+            // All 80 arrived while the hung endpoint still held its first attempts (30 s deadline).
+            expect(Math.max(...healthy.map((r) => r.receivedAt)) - started).toBeLessThan(25_000)
+            const hung = yield* received("/hung")
+            expect(hung.length).toBeGreaterThan(0)
+            expect(hung.length).toBeLessThanOrEqual(16)
+          })
+      )
+
       it.effect("410 Gone disables the endpoint at once and emails the owner first", () =>
         Effect.gen(function* () {
           const receiver = yield* TestReceiver
