@@ -241,7 +241,11 @@ export const recordOutcome = (
         const recovered = yield* onEndpoint({ _tag: "MarkSucceeded", deliveryId })
         if (recovered.events.length > 0) yield* work.cancel(DISABLE_CHECK_KIND, webhookId)
       } else if (result.gone) {
-        // 410: the receiver says the endpoint is gone for good (Standard Webhooks): stop now.
+        // 410: the receiver says the endpoint is gone for good (Standard Webhooks): stop now. Read
+        // again inside the transaction: of several 410s at once, only the first disables and alerts
+        // (a concurrent one conflicts on the stream version and is retried, then finds it disabled).
+        const current = yield* loadEndpoint(webhookId)
+        if (current.state.status === "disabled") return
         yield* alertOwner(
           endpoint,
           `It answered 410 Gone to delivery ${deliveryId} at ${attemptedAt.toISOString()}, which means it no longer wants deliveries.`,
