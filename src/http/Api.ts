@@ -8,6 +8,7 @@ import { Schema } from "effect"
 import { CustomersApi } from "../customers/Api.js"
 import { AccountApi, ApiKeysApi, AuthApi, OAuthClientsApi } from "../identity/Api.js"
 import { NotificationsApi } from "../notifications/Api.js"
+import { V1WebhooksApi, WebhooksApi } from "../webhooks/Api.js"
 import { type RouteRule, routeScopesOf } from "./Auth.js"
 import {
   BadRequest,
@@ -60,6 +61,8 @@ export class Api extends HttpApi.make("commerce-platform")
   .add(OAuthClientsApi)
   .add(CustomersApi)
   .add(NotificationsApi)
+  .add(WebhooksApi)
+  .add(V1WebhooksApi)
   .addError(BadRequest)
   .addError(PayloadTooLarge)
   .addError(UnsupportedMediaType)

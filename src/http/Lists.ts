@@ -1,6 +1,8 @@
 /**
- * List conventions of the base surface (design/API.md "Lists"): `page` (≥ 1, default 1), `display`
- * (1–100, default 20; outside → 400) and a `{ count, models }` response.
+ * List conventions (design/API.md "Lists"). Base surface: `page` (≥ 1, default 1), `display` (1–100,
+ * default 20; outside → 400) and a `{ count, models }` response. `/v1` surface: `limit` (1–100,
+ * default 10; outside → 400), `startingAfter` / `endingBefore` (object ids, keyset pagination) and a
+ * `{ object: "list", data, hasMore }` response.
  */
 import { Schema } from "effect"
 
@@ -20,6 +22,28 @@ export type PageParams = typeof PageParams.Type
 
 export const ListOf = <A, I, R>(model: Schema.Schema<A, I, R>, identifier: string) =>
   Schema.Struct({ count: Schema.Int, models: Schema.Array(model) }).annotations({ identifier })
+
+export const MAX_LIMIT = 100
+
+/** `/v1` list parameters; the ids are checked by the use case (their prefix is its resource's). */
+export const V1ListParams = Schema.Struct({
+  limit: Schema.optionalWith(IntFromString("limit", 1, MAX_LIMIT), { default: () => 10 }),
+  startingAfter: Schema.optional(
+    Schema.String.pipe(Schema.maxLength(100, { message: () => "startingAfter must be an object id" }))
+  ),
+  endingBefore: Schema.optional(
+    Schema.String.pipe(Schema.maxLength(100, { message: () => "endingBefore must be an object id" }))
+  )
+})
+export type V1ListParams = typeof V1ListParams.Type
+
+/** A `/v1` list page (Stripe's list object, camelCase). */
+export const V1List = <A, I, R>(model: Schema.Schema<A, I, R>, identifier: string) =>
+  Schema.Struct({
+    object: Schema.Literal("list"),
+    data: Schema.Array(model),
+    hasMore: Schema.Boolean
+  }).annotations({ identifier })
 
 export interface Sort<F extends string> {
   readonly field: F

@@ -11,6 +11,7 @@ import { CustomersHttpLive } from "../customers/Http.js"
 import { IdentityHttpLive } from "../identity/Http.js"
 import { NotificationsHttpLive } from "../notifications/Http.js"
 import { HttpMetrics, HttpMetricsLive, METRICS_PATH, MetricsRouteLive } from "../observability/Metrics.js"
+import { WebhooksHttpLive } from "../webhooks/Http.js"
 import { Api } from "./Api.js"
 import { idempotencyMiddleware } from "./Idempotency.js"
 import { apiMiddleware } from "./middleware.js"
@@ -20,7 +21,13 @@ import { SystemHttpLive } from "./SystemHttp.js"
 
 /** Every group's handlers. Contexts add their `<Context>HttpLive` here. */
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([SystemHttpLive, IdentityHttpLive, CustomersHttpLive, NotificationsHttpLive])
+  Layer.provide([
+    SystemHttpLive,
+    IdentityHttpLive,
+    CustomersHttpLive,
+    NotificationsHttpLive,
+    WebhooksHttpLive
+  ])
 )
 
 const rateLimits = rateLimitMiddleware()

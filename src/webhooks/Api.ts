@@ -1,0 +1,392 @@
+/**
+ * The webhooks HTTP contract (spec §2.5, §4.3, §4.5, §6; design/API.md, design/WEBHOOKS-NOTIFICATIONS.md):
+ * the endpoint registry on the base surface (`/webhook`, with secret rotation, test sends, the
+ * delivery log, redelivery and recovery) and the same registry on the commerce surface
+ * (`/v1/webhooks`, Stripe's shapes). Staff credentials with the `webhooks` scopes only; shoppers have
+ * no access.
+ */
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { Metadata } from "../customers/events.js"
+import { Authentication, RequiredScope } from "../http/Auth.js"
+import { Conflict, Forbidden, NotFound } from "../http/errors.js"
+import { Instant } from "../http/Fields.js"
+import { ListOf, PageParams, V1List, V1ListParams } from "../http/Lists.js"
+import { WEBHOOK_EVENT_TYPES } from "./catalogue.js"
+import { WebhookStatus } from "./events.js"
+
+export const DELIVERY_STATUSES = ["pending", "succeeded", "failed"] as const
+const SETTABLE_STATUSES = ["active", "failing", "disabled"] as const
+
+const MetadataObject = Metadata.annotations({ message: () => "metadata must be a JSON object" })
+
+// --- Shapes ----------------------------------------------------------------------------------------
+
+/** A webhook endpoint as `GET`/`PUT` show it: everything but the secret. */
+export const Webhook = Schema.Struct({
+  id: Schema.String,
+  url: Schema.String,
+  events: Schema.Array(Schema.String),
+  /** `active` on creation; `failing` after a delivery exhausted its attempts; `disabled`. */
+  status: WebhookStatus,
+  metadata: Metadata,
+  /** When the endpoint started failing (status `failing`; kept while disabled for failing). */
+  failingSince: Schema.NullOr(Schema.Date),
+  /** Why it is disabled: `manual`, `failing` (3 days of failures) or `gone` (410 from the endpoint). */
+  disabledReason: Schema.NullOr(Schema.String),
+  /** Until when the secret before the last rotation still signs deliveries. */
+  previousSecretExpiresAt: Schema.NullOr(Schema.Date),
+  createdAt: Schema.Date,
+  updatedAt: Schema.Date
+}).annotations({ identifier: "Webhook" })
+
+/** The list shape of spec §4.3 (no secret, no metadata). */
+export const WebhookSummary = Webhook.pick("id", "url", "events", "status", "createdAt").annotations({
+  identifier: "WebhookSummary"
+})
+
+/** What creation answers: the webhook with its signing secret, shown this once. */
+export const WebhookWithSecret = Schema.Struct({
+  ...Webhook.fields,
+  /** `whsec_` + 32 random bytes in base64: keep it, it is never shown again. */
+  secret: Schema.String
+}).annotations({ identifier: "WebhookWithSecret" })
+
+export const SecretRotation = Schema.Struct({
+  /** The new signing secret, shown this once. */
+  secret: Schema.String,
+  /** Until then deliveries carry a signature with the previous secret too. */
+  previousSecretExpiresAt: Schema.Date
+}).annotations({ identifier: "WebhookSecretRotation" })
+
+export const TestDelivery = Schema.Struct({
+  /** The endpoint answered 2xx. */
+  delivered: Schema.Boolean,
+  /** Null when no response came (refused, time-out, blocked address). */
+  statusCode: Schema.NullOr(Schema.Int),
+  durationMs: Schema.Int,
+  error: Schema.optional(Schema.String),
+  /** `http`, `redirect`, `timeout`, `connect`, `dns`, `tls` or `blocked_ip`. */
+  errorClass: Schema.optional(Schema.String),
+  /** `X-Service-Delivery` of the test request (not in the delivery log). */
+  deliveryId: Schema.String,
+  /** The sample event's id, inside the body. */
+  eventId: Schema.String
+}).annotations({ identifier: "WebhookTestResult" })
+
+export const DeliveryAttempt = Schema.Struct({
+  attempt: Schema.Int,
+  /** `auto` (scheduled) or `manual` (redeliver, recover). */
+  trigger: Schema.Literal("auto", "manual"),
+  attemptedAt: Schema.Date,
+  succeeded: Schema.Boolean,
+  statusCode: Schema.NullOr(Schema.Int),
+  durationMs: Schema.Int,
+  /** `http`, `redirect`, `timeout`, `connect`, `dns`, `tls` or `blocked_ip`. */
+  errorClass: Schema.NullOr(Schema.String),
+  error: Schema.NullOr(Schema.String),
+  /** The start of the response body (at most 2048 characters). */
+  responseExcerpt: Schema.NullOr(Schema.String),
+  /** When the next attempt was scheduled, after a failure. */
+  nextAttemptAt: Schema.NullOr(Schema.Date)
+}).annotations({ identifier: "WebhookDeliveryAttempt" })
+
+export const Delivery = Schema.Struct({
+  id: Schema.String,
+  webhookId: Schema.String,
+  eventId: Schema.String,
+  eventType: Schema.String,
+  status: Schema.Literal(...DELIVERY_STATUSES),
+  attemptCount: Schema.Int,
+  lastStatusCode: Schema.NullOr(Schema.Int),
+  lastError: Schema.NullOr(Schema.String),
+  nextAttemptAt: Schema.NullOr(Schema.Date),
+  succeededAt: Schema.NullOr(Schema.Date),
+  createdAt: Schema.Date,
+  updatedAt: Schema.Date,
+  attempts: Schema.Array(DeliveryAttempt)
+}).annotations({ identifier: "WebhookDelivery" })
+
+export const Recovery = Schema.Struct({
+  /** Failed deliveries queued again (at most 1000 per call). */
+  recovered: Schema.Int,
+  deliveryIds: Schema.Array(Schema.String),
+  /** More failed deliveries remain: call again. */
+  hasMore: Schema.Boolean
+}).annotations({ identifier: "WebhookRecovery" })
+
+/** `/v1/webhooks`: Stripe's webhook endpoint object. */
+export const V1WebhookEndpoint = Schema.Struct({
+  object: Schema.Literal("webhook_endpoint"),
+  id: Schema.String,
+  url: Schema.String,
+  events: Schema.Array(Schema.String),
+  status: WebhookStatus,
+  metadata: Metadata,
+  createdAt: Schema.Date,
+  updatedAt: Schema.Date
+}).annotations({ identifier: "V1WebhookEndpoint" })
+
+export const V1WebhookEndpointWithSecret = Schema.Struct({
+  ...V1WebhookEndpoint.fields,
+  secret: Schema.String
+}).annotations({ identifier: "V1WebhookEndpointWithSecret" })
+
+/** Stripe's deleted-object shape. */
+export const V1DeletedWebhookEndpoint = Schema.Struct({
+  id: Schema.String,
+  object: Schema.Literal("webhook_endpoint"),
+  deleted: Schema.Literal(true)
+}).annotations({ identifier: "V1DeletedWebhookEndpoint" })
+
+// --- Requests --------------------------------------------------------------------------------------
+
+const Url = Schema.String.annotations({ message: () => "url must be a string" })
+
+/** Element errors too answer with this one message (and `param: "events"`). */
+const EventTypes = Schema.Array(Schema.String).annotations({
+  message: () => ({ message: "events must be an array of event type strings", override: true })
+})
+
+const SettableStatus = Schema.Literal(...SETTABLE_STATUSES).annotations({
+  message: () => "status must be one of active, disabled"
+})
+
+export const NewWebhook = Schema.Struct({
+  url: Url,
+  events: EventTypes,
+  metadata: Schema.optional(MetadataObject)
+})
+
+export const WebhookPatch = Schema.Struct({
+  url: Schema.optional(Url),
+  events: Schema.optional(EventTypes),
+  metadata: Schema.optional(Schema.NullOr(MetadataObject)),
+  status: Schema.optional(SettableStatus)
+})
+
+export const RotateParams = Schema.Struct({
+  force: Schema.optional(
+    Schema.Literal("true", "false").annotations({ message: () => "force must be true or false" })
+  )
+})
+
+export const TestRequest = Schema.Struct({
+  event: Schema.String.annotations({ message: () => "event must be a string (an event type)" })
+})
+
+export const RecoverRequest = Schema.Struct({ since: Instant("since") })
+
+export const DeliveryListParams = Schema.Struct({
+  ...PageParams.fields,
+  status: Schema.optional(
+    Schema.Literal(...DELIVERY_STATUSES).annotations({
+      message: () => `status must be one of ${DELIVERY_STATUSES.join(", ")}`
+    })
+  ),
+  eventId: Schema.optional(
+    Schema.String.pipe(Schema.maxLength(100, { message: () => "eventId must be an event id (evt_…)" }))
+  )
+})
+
+const IdPath = Schema.Struct({ id: Schema.String })
+const DeliveryPath = Schema.Struct({ id: Schema.String, delivery_id: Schema.String })
+
+// --- Endpoints ---------------------------------------------------------------------------------------
+
+const URL_RULES =
+  "`url` must be http(s), at most 2048 characters; hosts on loopback, private, link-local or metadata " +
+  "addresses are refused (400) unless `WEBHOOK_ALLOW_PRIVATE=true`."
+const EVENTS_RULES = `\`events\` lists at least one of ${WEBHOOK_EVENT_TYPES.join(", ")} (duplicates dropped).`
+
+export class WebhooksApi extends HttpApiGroup.make("webhooks")
+  .add(
+    HttpApiEndpoint.get("list", "/webhook")
+      .setUrlParams(PageParams)
+      .addSuccess(ListOf(WebhookSummary, "WebhookList"))
+      .addError(Forbidden)
+      .annotate(RequiredScope, "read:webhooks")
+      .annotate(OpenApi.Summary, "List webhook endpoints, oldest first (no secret, no metadata)")
+      .annotate(OpenApi.Description, "`page` ≥ 1, `display` 1–100 (default 20).")
+  )
+  .add(
+    HttpApiEndpoint.get("get", "/webhook/:id")
+      .setPath(IdPath)
+      .addSuccess(Webhook)
+      .addError(Forbidden)
+      .addError(NotFound)
+      .annotate(RequiredScope, "read:webhooks")
+      .annotate(OpenApi.Summary, "A webhook endpoint with its health (never its secret)")
+  )
+  .add(
+    HttpApiEndpoint.post("create", "/webhook")
+      .setPayload(NewWebhook)
+      .addSuccess(WebhookWithSecret, { status: 201 })
+      .addError(Forbidden)
+      .addError(Conflict)
+      .annotate(RequiredScope, "write:webhooks")
+      .annotate(
+        OpenApi.Summary,
+        "Register a webhook endpoint; the answer holds its signing secret, shown once"
+      )
+      .annotate(
+        OpenApi.Description,
+        `${URL_RULES} ${EVENTS_RULES} Deliveries are signed (X-Service-Signature: hex HMAC-SHA256 of ` +
+          "`<X-Service-Timestamp>.<raw body>` keyed with the secret) and carry the Standard Webhooks headers too."
+      )
+  )
+  .add(
+    HttpApiEndpoint.put("update", "/webhook/:id")
+      .setPath(IdPath)
+      .setPayload(WebhookPatch)
+      .addSuccess(Webhook)
+      .addError(Forbidden)
+      .addError(NotFound)
+      .addError(Conflict)
+      .annotate(RequiredScope, "write:webhooks")
+      .annotate(OpenApi.Summary, "Change a webhook's url, events, metadata or status")
+      .annotate(
+        OpenApi.Description,
+        `Send at least one field. ${URL_RULES} ${EVENTS_RULES} \`metadata\` is merged (a key set to null is ` +
+          'removed, `metadata: null` clears it). `status`: `"active"` re-enables a disabled or failing ' +
+          'endpoint, `"disabled"` stops its deliveries; `failing` is set by deliveries only (400).'
+      )
+  )
+  .add(
+    HttpApiEndpoint.del("remove", "/webhook/:id")
+      .setPath(IdPath)
+      .addSuccess(HttpApiSchema.NoContent)
+      .addError(Forbidden)
+      .addError(NotFound)
+      .addError(Conflict)
+      .annotate(RequiredScope, "write:webhooks")
+      .annotate(OpenApi.Summary, "Delete a webhook endpoint: no more deliveries, its secret is destroyed")
+  )
+  .add(
+    HttpApiEndpoint.post("rotateSecret", "/webhook/:id/rotate-secret")
+      .setPath(IdPath)
+      .setUrlParams(RotateParams)
+      .addSuccess(SecretRotation)
+      .addError(Forbidden)
+      .addError(NotFound)
+      .addError(Conflict)
+      .annotate(RequiredScope, "write:webhooks")
+      .annotate(OpenApi.Summary, "Rotate the signing secret; the previous one stays valid 24 hours")
+      .annotate(
+        OpenApi.Description,
+        "During the 24 hours deliveries carry both signatures (X-Service-Signature-Previous). Rotating " +
+          "again inside that window → 409 `rotation_in_progress`, unless `?force=true` (which ends the " +
+          "previous secret's window early)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("test", "/webhook/:id/test")
+      .setPath(IdPath)
+      .setPayload(TestRequest)
+      .addSuccess(TestDelivery)
+      .addError(Forbidden)
+      .addError(NotFound)
+      .annotate(RequiredScope, "write:webhooks")
+      .annotate(OpenApi.Summary, "Send a sample event of a type to the endpoint, once, now")
+      .annotate(
+        OpenApi.Description,
+        `\`event\`: one of ${WEBHOOK_EVENT_TYPES.join(", ")}. One synchronous, signed attempt (30 s at most) ` +
+          "with a sample `data`; never retried, never counted towards the endpoint's health, not in the " +
+          "delivery log. A failed attempt is still a 200, with `delivered: false`."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("deliveries", "/webhook/:id/deliveries")
+      .setPath(IdPath)
+      .setUrlParams(DeliveryListParams)
+      .addSuccess(ListOf(Delivery, "WebhookDeliveryList"))
+      .addError(Forbidden)
+      .addError(NotFound)
+      .annotate(RequiredScope, "read:webhooks")
+      .annotate(OpenApi.Summary, "The endpoint's delivery log, newest first, with every attempt")
+      .annotate(
+        OpenApi.Description,
+        `Filters: \`status\` (${DELIVERY_STATUSES.join(", ")}), \`eventId\`. \`page\` ≥ 1, \`display\` 1–100 (default 20).`
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("redeliver", "/webhook/:id/deliveries/:delivery_id/redeliver")
+      .setPath(DeliveryPath)
+      .addSuccess(Delivery, { status: 202 })
+      .addError(Forbidden)
+      .addError(NotFound)
+      .addError(Conflict)
+      .annotate(RequiredScope, "write:webhooks")
+      .annotate(OpenApi.Summary, "Queue one more attempt of a delivery (same delivery id)")
+      .annotate(
+        OpenApi.Description,
+        "A pending delivery is tried now. A disabled endpoint → 409 `webhook_disabled` (re-enable it first)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("recover", "/webhook/:id/recover")
+      .setPath(IdPath)
+      .setPayload(RecoverRequest)
+      .addSuccess(Recovery, { status: 202 })
+      .addError(Forbidden)
+      .addError(NotFound)
+      .addError(Conflict)
+      .annotate(RequiredScope, "write:webhooks")
+      .annotate(OpenApi.Summary, "Queue again every failed delivery created since a time")
+      .annotate(
+        OpenApi.Description,
+        "`since` is within the last 14 days and not in the future (else 400). At most 1000 per call " +
+          "(`hasMore`: call again). A disabled endpoint → 409 `webhook_disabled`."
+      )
+  )
+  .middleware(Authentication)
+  .annotate(OpenApi.Title, "Webhooks") {}
+
+export class V1WebhooksApi extends HttpApiGroup.make("v1Webhooks")
+  .add(
+    HttpApiEndpoint.post("create", "/v1/webhooks")
+      .setPayload(NewWebhook)
+      .addSuccess(V1WebhookEndpointWithSecret, { status: 201 })
+      .addError(Forbidden)
+      .addError(Conflict)
+      .annotate(RequiredScope, "write:webhooks")
+      .annotate(
+        OpenApi.Summary,
+        "Create a webhook endpoint (the registry of /webhook); the secret is shown once"
+      )
+      .annotate(OpenApi.Description, `${URL_RULES} ${EVENTS_RULES}`)
+  )
+  .add(
+    HttpApiEndpoint.get("list", "/v1/webhooks")
+      .setUrlParams(V1ListParams)
+      .addSuccess(V1List(V1WebhookEndpoint, "V1WebhookEndpointList"))
+      .addError(Forbidden)
+      .annotate(RequiredScope, "read:webhooks")
+      .annotate(OpenApi.Summary, "List webhook endpoints, newest first")
+      .annotate(
+        OpenApi.Description,
+        "`limit` 1–100 (default 10); `startingAfter` (an endpoint id: the next, older page) or " +
+          "`endingBefore` (the previous, newer page), not both."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("get", "/v1/webhooks/:id")
+      .setPath(IdPath)
+      .addSuccess(V1WebhookEndpoint)
+      .addError(Forbidden)
+      .addError(NotFound)
+      .annotate(RequiredScope, "read:webhooks")
+      .annotate(OpenApi.Summary, "A webhook endpoint (never its secret)")
+  )
+  .add(
+    HttpApiEndpoint.del("remove", "/v1/webhooks/:id")
+      .setPath(IdPath)
+      .addSuccess(V1DeletedWebhookEndpoint)
+      .addError(Forbidden)
+      .addError(NotFound)
+      .addError(Conflict)
+      .annotate(RequiredScope, "write:webhooks")
+      .annotate(OpenApi.Summary, "Delete a webhook endpoint")
+  )
+  .middleware(Authentication)
+  .annotate(OpenApi.Title, "Webhooks (v1)") {}
