@@ -237,7 +237,9 @@ export const recordOutcome = (
         { _tag: "RecordAttempt", ...outcome },
         { metadata: DELIVERER }
       )
-      if (result.ok) {
+      // Only a failing endpoint has anything to recover (as loaded for this attempt: if it turned
+      // failing meanwhile, the next success recovers it).
+      if (result.ok && endpoint.status === "failing") {
         const recovered = yield* onEndpoint({ _tag: "MarkSucceeded", deliveryId })
         if (recovered.events.length > 0) yield* work.cancel(DISABLE_CHECK_KIND, webhookId)
       } else if (result.gone) {

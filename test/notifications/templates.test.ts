@@ -408,7 +408,12 @@ describe("money filter", () => {
 
 describe("built-in templates", () => {
   it("exist for every trigger on every channel, with stable ids", () => {
-    expect(BUILT_IN_TEMPLATES).toHaveLength(TRIGGERS.length * CHANNELS.length)
+    expect(TRIGGER_TEMPLATES).toHaveLength(TRIGGERS.length * CHANNELS.length)
+    // …and the service's own alert (the webhook owner's email).
+    expect(BUILT_IN_TEMPLATES.map((t) => t.id)).toEqual([
+      ...TRIGGER_TEMPLATES.map((t) => t.id),
+      "tpl_builtin_webhook_disabled_email"
+    ])
     expect(new Set(BUILT_IN_TEMPLATES.map((t) => t.id)).size).toBe(BUILT_IN_TEMPLATES.length)
     for (const trigger of TRIGGERS) {
       for (const channel of CHANNELS) {
