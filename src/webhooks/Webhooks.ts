@@ -237,7 +237,10 @@ export const makeWebhooks = Effect.gen(function* () {
         patch.status === undefined
       ) {
         return yield* Effect.fail(
-          invalid("url", "send at least one of url, events, metadata, status", "parameter_missing")
+          BadRequest.of({
+            code: "parameter_missing",
+            message: "send at least one of url, events, metadata, status"
+          })
         )
       }
       const status = patch.status

@@ -144,6 +144,17 @@ const withAttempts = (rows: ReadonlyArray<DeliveryRow>) =>
     })
   )
 
+/**
+ * Reads in one snapshot: a delivery row and its attempts are written by one transaction, so a
+ * reader must not see one without the other (READ COMMITTED would, between two statements).
+ */
+const consistently = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql.withTransaction(
+      Effect.zipRight(sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`, effect)
+    )
+  )
+
 /** The delivery log of one endpoint, newest first, with every attempt. */
 export const listDeliveries = (query: {
   readonly webhookId: string
@@ -169,7 +180,7 @@ export const listDeliveries = (query: {
         ORDER BY created_at DESC, delivery_id DESC LIMIT ${query.display}
         OFFSET ${(query.page - 1) * query.display}`
       return { count, models: yield* withAttempts(rows) }
-    })
+    }).pipe(consistently)
   )
 
 export const findDelivery = (deliveryId: string) =>
@@ -179,7 +190,7 @@ export const findDelivery = (deliveryId: string) =>
         WHERE delivery_id = ${deliveryId}`
       const views = yield* withAttempts(rows)
       return Option.fromNullable(views[0])
-    })
+    }).pipe(consistently)
   )
 
 /** Failed deliveries of an endpoint created at or after `since` (what `recover` sends again). */

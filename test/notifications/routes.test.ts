@@ -1282,46 +1282,52 @@ layer(NoSender, OPTIONS)("notifications over HTTP (no sender: notifications stay
   // --- Templates ---------------------------------------------------------------------------------
 
   describe("/notification/template", () => {
-    it.effect("GET lists the 30 built-ins (every trigger × channel) and custom ones; ?channel filters", () =>
-      Effect.gen(function* () {
-        const token = yield* adminToken
-        const custom = yield* smsTemplate(token, "Listed {{ code }}")
-        const r = yield* call("GET", "/notification/template", { token })
-        expect(r.status, r.text).toBe(200)
-        expect(Array.isArray(r.body)).toBe(true)
-        const builtIns = r.body.filter((t: Body) => t.builtIn)
-        expect(builtIns).toHaveLength(30)
-        for (const trigger of TRIGGERS) {
-          for (const channel of ["email", "sms", "push"]) {
-            const id = `tpl_builtin_${trigger.replace(".", "_")}_${channel}`
-            const t = builtIns.find((b: Body) => b.id === id)
-            expect(t, id).toBeDefined()
-            expect(Object.keys(t).sort()).toEqual(TEMPLATE_KEYS)
-            expect(t).toMatchObject({ channel, trigger, builtIn: true, createdAt: null, updatedAt: null })
-            expect(t.body.length).toBeGreaterThan(0)
-            if (channel === "email") expect(typeof t.subject).toBe("string")
-            else expect(t.subject).toBeNull()
-            if (channel === "push") expect(typeof t.title).toBe("string")
-            else expect(t.title).toBeNull()
+    it.effect(
+      "GET lists the 31 built-ins (every trigger × channel, the webhook alert) and custom ones; ?channel filters",
+      () =>
+        Effect.gen(function* () {
+          const token = yield* adminToken
+          const custom = yield* smsTemplate(token, "Listed {{ code }}")
+          const r = yield* call("GET", "/notification/template", { token })
+          expect(r.status, r.text).toBe(200)
+          expect(Array.isArray(r.body)).toBe(true)
+          const builtIns = r.body.filter((t: Body) => t.builtIn)
+          expect(builtIns).toHaveLength(31)
+          expect(builtIns.find((b: Body) => b.id === "tpl_builtin_webhook_disabled_email")).toMatchObject({
+            channel: "email",
+            trigger: "webhook.disabled"
+          })
+          for (const trigger of TRIGGERS) {
+            for (const channel of ["email", "sms", "push"]) {
+              const id = `tpl_builtin_${trigger.replace(".", "_")}_${channel}`
+              const t = builtIns.find((b: Body) => b.id === id)
+              expect(t, id).toBeDefined()
+              expect(Object.keys(t).sort()).toEqual(TEMPLATE_KEYS)
+              expect(t).toMatchObject({ channel, trigger, builtIn: true, createdAt: null, updatedAt: null })
+              expect(t.body.length).toBeGreaterThan(0)
+              if (channel === "email") expect(typeof t.subject).toBe("string")
+              else expect(t.subject).toBeNull()
+              if (channel === "push") expect(typeof t.title).toBe("string")
+              else expect(t.title).toBeNull()
+            }
           }
-        }
-        const listed = r.body.find((t: Body) => t.id === custom.id)
-        expect(listed).toEqual(custom)
+          const listed = r.body.find((t: Body) => t.id === custom.id)
+          expect(listed).toEqual(custom)
 
-        const sms = yield* call("GET", "/notification/template?channel=sms", { token })
-        expect(sms.status, sms.text).toBe(200)
-        expect(sms.body.every((t: Body) => t.channel === "sms")).toBe(true)
-        expect(sms.body.filter((t: Body) => t.builtIn)).toHaveLength(10)
-        expect(sms.body.some((t: Body) => t.id === custom.id)).toBe(true)
-        const email = yield* call("GET", "/notification/template?channel=email", { token })
-        expect(email.body.some((t: Body) => t.id === custom.id)).toBe(false)
-        expectError(
-          yield* call("GET", "/notification/template?channel=fax", { token }),
-          400,
-          "parameter_invalid",
-          "channel"
-        )
-      })
+          const sms = yield* call("GET", "/notification/template?channel=sms", { token })
+          expect(sms.status, sms.text).toBe(200)
+          expect(sms.body.every((t: Body) => t.channel === "sms")).toBe(true)
+          expect(sms.body.filter((t: Body) => t.builtIn)).toHaveLength(10)
+          expect(sms.body.some((t: Body) => t.id === custom.id)).toBe(true)
+          const email = yield* call("GET", "/notification/template?channel=email", { token })
+          expect(email.body.some((t: Body) => t.id === custom.id)).toBe(false)
+          expectError(
+            yield* call("GET", "/notification/template?channel=fax", { token }),
+            400,
+            "parameter_invalid",
+            "channel"
+          )
+        })
     )
 
     it.effect("POST creates (201, tpl_…, variables computed); usable by a notification", () =>
