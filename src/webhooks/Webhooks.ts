@@ -10,6 +10,7 @@ import { AppConfig } from "../config.js"
 import { applyMetadataPatch, type MetadataPatch } from "../customers/decider.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
 import { BadRequest, Conflict, NotFound, orDieUnlessHttp } from "../http/errors.js"
+import { EventStore } from "../eventstore/EventStore.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import * as Time from "../kernel/Time.js"
@@ -129,6 +130,7 @@ export const checkEvents = (events: ReadonlyArray<string>) => {
 
 export const makeWebhooks = Effect.gen(function* () {
   const runner = yield* CommandRunner
+  const store = yield* EventStore
   const work = yield* DueWork
   const config = yield* AppConfig
   const transact = yield* makeTransact
@@ -272,9 +274,9 @@ export const makeWebhooks = Effect.gen(function* () {
             },
             actor
           )
-          if (result.events.some((e) => e.type === "webhook.enabled" || e.type === "webhook.recovered"))
-            yield* disarm(webhookId)
-          if (result.events.some((e) => e.type === "webhook.disabled")) yield* disarm(webhookId)
+          // No longer failing (re-enabled, recovered or disabled by hand): its disable clock stops.
+          const health = ["webhook.enabled", "webhook.recovered", "webhook.disabled"]
+          if (result.events.some((e) => health.includes(e.type))) yield* disarm(webhookId)
         })
       ).pipe(domainErrors)
       return yield* view(webhookId)
@@ -287,6 +289,8 @@ export const makeWebhooks = Effect.gen(function* () {
         Effect.gen(function* () {
           yield* execute(webhookId, { _tag: "Delete" }, actor)
           yield* disarm(webhookId)
+          // Its secrets rest encrypted under its own key: destroying the key shreds them for good.
+          yield* store.forgetSubject(webhookId)
         })
       ).pipe(domainErrors)
     }).pipe(orDieUnlessHttp)

@@ -13,6 +13,7 @@ import { Effect, Layer, Logger, LogLevel } from "effect"
 import { Webhook as StandardWebhook } from "standardwebhooks"
 import { expect } from "vitest"
 import { makeAppConfig } from "../../src/config.js"
+import { Keyring } from "../../src/eventstore/Keyring.js"
 import * as Ids from "../../src/kernel/Ids.js"
 import { SAMPLE_DATA, WEBHOOK_EVENT_TYPES } from "../../src/webhooks/catalogue.js"
 import { adminToken } from "../support/customers.js"
@@ -395,6 +396,8 @@ layer(webhooksHttp({ processors: false }), OPTIONS)("webhooks over HTTP", (it) =
         const deleted = yield* call("DELETE", `/webhook/${created.id}`, { token })
         expect(deleted.status, deleted.text).toBe(204)
         expect(deleted.text).toBe("")
+        // Its key is destroyed: the secret in the log is shredded for good.
+        expect(yield* Effect.flatMap(Keyring, (k) => k.isForgotten(created.id))).toBe(true)
         expectError(yield* call("GET", `/webhook/${created.id}`, { token }), 404, "resource_missing", "id")
         expectError(
           yield* call("GET", `/v1/webhooks/${created.id}`, { token }),
