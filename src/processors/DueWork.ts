@@ -12,6 +12,7 @@ import { Context, Duration, Effect, FiberSet, Layer, Option, Queue, type Scope }
 import type { AppConfig } from "../config.js"
 import { makeAppendSignal } from "../eventstore/AppendSignal.js"
 import { addDuration, fromNow, now } from "../kernel/Time.js"
+import { isConcurrencyConflict } from "../kernel/CommandRunner.js"
 import { uuidv7 } from "../kernel/Uuid.js"
 import { resolveOwner } from "./Lease.js"
 import { causeMessage, type Processor } from "./Supervisor.js"
@@ -418,7 +419,11 @@ export const dueWorker = <E, R, OE = never, OR = never>(
       Effect.gen(function* () {
         const handled = yield* Effect.exit(Effect.raceFirst(options.handle(item), heartbeat(item)))
         if (handled._tag === "Success") {
-          const recorded = yield* Effect.exit(work.complete(item, handled.value))
+          // The outcome's writes may race another transaction on a stream (ordering conflict): the
+          // completion is fenced and atomic, so recording it again is safe — unlike redoing the I/O.
+          const recorded = yield* Effect.exit(
+            work.complete(item, handled.value).pipe(Effect.retry({ times: 3, while: isConcurrencyConflict }))
+          )
           if (recorded._tag === "Success") {
             if (!recorded.value) yield* Effect.logWarning(`claim of ${item.kind}/${item.key} was taken over`)
             return
