@@ -8,6 +8,8 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import { Webhook } from "standardwebhooks"
 import { makeAppConfig } from "../../src/config.js"
+import { EventStore } from "../../src/eventstore/EventStore.js"
+import { webhookStream } from "../../src/webhooks/decider.js"
 import { Webhooks } from "../../src/webhooks/Webhooks.js"
 import { makeShiftedClock } from "../support/clock.js"
 import { eventually, Peers } from "../support/notifications.js"
@@ -112,6 +114,11 @@ describe("webhook delivery", () => {
               lastStatusCode: 200,
               nextAttemptAt: null
             })
+            // A success on an active endpoint changes nothing about its health.
+            const history = yield* Effect.flatMap(EventStore, (store) =>
+              store.readStream(webhookStream(hook.id))
+            )
+            expect(history.map((e) => e.type)).toEqual(["webhook.created"])
             expect(log.models[0]?.attempts).toEqual([
               expect.objectContaining({
                 attempt: 1,
