@@ -7,7 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.js"
-import { applyMetadataPatch, type MetadataPatch } from "../customers/decider.js"
+import type { MetadataPatch } from "../customers/decider.js"
 import { EventStore } from "../eventstore/EventStore.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
 import { BadRequest, Conflict, NotFound, orDieUnlessHttp } from "../http/errors.js"
@@ -257,21 +257,9 @@ export const makeWebhooks = Effect.gen(function* () {
       const events = patch.events === undefined ? undefined : yield* checkEvents(patch.events)
       yield* transact(
         Effect.gen(function* () {
-          const current = yield* row(webhookId)
           const result = yield* execute(
             webhookId,
-            {
-              _tag: "Update",
-              changes: {
-                url,
-                events,
-                metadata:
-                  patch.metadata === undefined
-                    ? undefined
-                    : applyMetadataPatch(current.metadata, patch.metadata),
-                status
-              }
-            },
+            { _tag: "Update", changes: { url, events, metadata: patch.metadata, status } },
             actor
           )
           // No longer failing (re-enabled, recovered or disabled by hand): its disable clock stops.

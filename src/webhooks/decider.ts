@@ -3,7 +3,12 @@
  * times come in with the commands, so the deciders are tested without a database or a clock.
  */
 import { Data, Effect } from "effect"
-import { type Metadata, metadataProblem } from "../customers/decider.js"
+import {
+  applyMetadataPatch,
+  type Metadata,
+  type MetadataPatch,
+  metadataProblem
+} from "../customers/decider.js"
 import { revealOr } from "../eventstore/EventType.js"
 import { defineDecider } from "../kernel/Decider.js"
 import {
@@ -124,8 +129,8 @@ const initialWebhook: WebhookState = {
 export interface WebhookChanges {
   readonly url?: string | undefined
   readonly events?: ReadonlyArray<string> | undefined
-  /** The whole new metadata (the use case merges a patch first). */
-  readonly metadata?: Metadata | undefined
+  /** Merged into the current metadata (a key set to null is removed; null clears it). */
+  readonly metadata?: MetadataPatch | undefined
   readonly status?: "active" | "disabled" | undefined
 }
 
@@ -186,8 +191,10 @@ const decideWebhook = (
     case "Update": {
       const { changes } = command
       const events: Array<WebhookEvent> = []
-      if (changes.metadata !== undefined) {
-        const problem = metadataProblem(changes.metadata)
+      const merged =
+        changes.metadata === undefined ? undefined : applyMetadataPatch(state.metadata, changes.metadata)
+      if (merged !== undefined) {
+        const problem = metadataProblem(merged)
         if (problem) return Effect.fail(new WebhookMetadataInvalid({ message: problem }))
       }
       const url = changes.url !== undefined && changes.url !== state.url ? changes.url : undefined
@@ -196,9 +203,7 @@ const decideWebhook = (
           ? [...changes.events]
           : undefined
       const metadata =
-        changes.metadata !== undefined && JSON.stringify(changes.metadata) !== JSON.stringify(state.metadata)
-          ? changes.metadata
-          : undefined
+        merged !== undefined && JSON.stringify(merged) !== JSON.stringify(state.metadata) ? merged : undefined
       if (url !== undefined || list !== undefined || metadata !== undefined) {
         events.push(
           WebhookUpdated.make({
