@@ -11,9 +11,8 @@ import { Webhooks, type WebhookView } from "./Webhooks.js"
 const withActor = <A, E, R>(f: (actor: typeof CurrentActor.Service) => Effect.Effect<A, E, R>) =>
   Effect.flatMap(CurrentActor, f)
 
-/** Registers a webhook; the one just created is always found (a 404 here would be a bug: a 500). */
 const create = (webhooks: typeof Webhooks.Service, payload: Parameters<typeof Webhooks.Service.create>[1]) =>
-  withActor((actor) => Effect.catchTag(webhooks.create(actor, payload), "NotFound", Effect.die))
+  withActor((actor) => webhooks.create(actor, payload))
 
 export const BaseWebhooksHttpLive = HttpApiBuilder.group(Api, "webhooks", (handlers) =>
   Effect.gen(function* () {

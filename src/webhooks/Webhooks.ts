@@ -54,7 +54,6 @@ import { attempt, urlProblem } from "./transport.js"
 export const MAX_RECOVER = 1000
 /** How far back `recover` may reach (Svix's bound). */
 export const RECOVER_WINDOW_MS = 14 * 24 * 3_600_000
-export const MAX_URL_LENGTH = 2048
 
 export interface WebhookInput {
   readonly url: string
@@ -91,7 +90,6 @@ export const webhookView = (row: WebhookRow): WebhookView => ({
   metadata: row.metadata,
   failingSince: row.failingSince,
   disabledReason: row.disabledReason,
-  // Only while the window is open is it news to the reader.
   previousSecretExpiresAt: row.previousSecretExpiresAt,
   createdAt: row.createdAt,
   updatedAt: row.updatedAt
@@ -157,8 +155,6 @@ export const makeWebhooks = Effect.gen(function* () {
 
   const checkUrl = (url: string) =>
     Effect.gen(function* () {
-      if (url.length > MAX_URL_LENGTH)
-        return yield* Effect.fail(invalid("url", `url must be at most ${MAX_URL_LENGTH} characters`))
       const problem = yield* urlProblem(url, { allowPrivate })
       if (problem !== undefined) return yield* Effect.fail(invalid("url", problem))
       return new URL(url).href
@@ -225,8 +221,15 @@ export const makeWebhooks = Effect.gen(function* () {
           },
           actor
         )
-      ).pipe(domainErrors)
-      return { ...(yield* view(webhookId)), secret }
+      ).pipe(
+        // A new endpoint can only have bad metadata; other decider errors would be bugs (defects).
+        Effect.catchTag("WebhookMetadataInvalid", (e) => Effect.fail(invalid("metadata", e.message)))
+      )
+      // Written by this very transaction: not finding it would be a bug, not a 404.
+      const created = yield* Effect.catchTag(view(webhookId), "NotFound", () =>
+        Effect.dieMessage(`webhook ${webhookId} missing from the read model after its creation`)
+      )
+      return { ...created, secret }
     }).pipe(orDieUnlessHttp)
 
   const update = (actor: AuthenticatedActor, id: string, patch: WebhookPatchInput) =>

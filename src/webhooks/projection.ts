@@ -54,8 +54,10 @@ export const WebhooksProjection = defineProjection({
             if (d.url !== undefined) changes.url = d.url
             if (d.metadata !== undefined) changes.metadata = JSON.stringify(d.metadata)
             yield* endpoint(d.webhookId, v, at, changes)
+            // Only if the update above applied this event (the row is now at its version).
             if (d.events !== undefined)
-              yield* sql`UPDATE ${endpoints} SET events = ${textArray(sql, d.events)} WHERE webhook_id = ${d.webhookId}`
+              yield* sql`UPDATE ${endpoints} SET events = ${textArray(sql, d.events)}
+                WHERE webhook_id = ${d.webhookId} AND version = ${v}`
             break
           }
           case "webhook.secret_rotated":
