@@ -398,7 +398,6 @@ export const dueWorker = <E, R, OE = never, OR = never>(
       if (n <= 0) byGroup.delete(group)
       else byGroup.set(group, n)
     }
-    const groups = options.groupCap === undefined ? undefined : { cap: options.groupCap, inFlight: byGroup }
 
     const heartbeat = (item: DueItem): Effect.Effect<never> =>
       Effect.sleep(Duration.millis(heartbeatMs)).pipe(
@@ -456,7 +455,9 @@ export const dueWorker = <E, R, OE = never, OR = never>(
         limit: free,
         owner,
         leaseTtl,
-        ...(groups === undefined ? {} : { groups: { cap: groups.cap, inFlight: new Map(byGroup) } })
+        ...(options.groupCap === undefined
+          ? {}
+          : { groups: { cap: options.groupCap, inFlight: new Map(byGroup) } })
       })
       for (const item of items) {
         inFlight++
