@@ -118,13 +118,7 @@ export const Recovery = Schema.Struct({
 /** `/v1/webhooks`: Stripe's webhook endpoint object. */
 export const V1WebhookEndpoint = Schema.Struct({
   object: Schema.Literal("webhook_endpoint"),
-  id: Schema.String,
-  url: Schema.String,
-  events: Schema.Array(Schema.String),
-  status: WebhookStatus,
-  metadata: Metadata,
-  createdAt: Schema.Date,
-  updatedAt: Schema.Date
+  ...Webhook.pick("id", "url", "events", "status", "metadata", "createdAt", "updatedAt").fields
 }).annotations({ identifier: "V1WebhookEndpoint" })
 
 export const V1WebhookEndpointWithSecret = Schema.Struct({
