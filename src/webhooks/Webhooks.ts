@@ -311,11 +311,11 @@ export const makeWebhooks = Effect.gen(function* () {
           )
         )
       }
-      yield* row(webhookId)
+      // The endpoint's own stream: its URL and secrets as of now (a deleted one has none).
       const { state } = yield* runner.load(WebhookDecider, webhookStream(webhookId))
       const now = yield* Time.now
       const secrets = signingSecrets(state, now)
-      if (secrets.current === undefined) return yield* Effect.fail(notFound)
+      if (!state.exists || state.deleted || secrets.current === undefined) return yield* Effect.fail(notFound)
       const eventId = yield* Ids.make("evt")
       const deliveryId = yield* Ids.make("dlv")
       const body = deliveryBody({
