@@ -557,7 +557,11 @@ describe("machine credentials", () => {
         const attempts: ReadonlyArray<[string, Record<string, string>]> = [
           [
             "wrong secret",
-            { client_id: client.clientId, client_secret: `${client.clientSecret.slice(0, -1)}0` }
+            // The last character changed (a secret ending in "0" must not stay the same: a 1-in-62 flake).
+            {
+              client_id: client.clientId,
+              client_secret: `${client.clientSecret.slice(0, -1)}${client.clientSecret.endsWith("0") ? "1" : "0"}`
+            }
           ],
           ["unknown client", { client_id: NO_SUCH_CLIENT, client_secret: client.clientSecret }],
           ["malformed client id", { client_id: "not-a-client", client_secret: client.clientSecret }],
