@@ -127,10 +127,30 @@ export interface EventStoreShape {
    * retries ordering conflicts, and wakes local processors after commit.
    */
   readonly append: (input: AppendInput) => Effect.Effect<AppendResult, AppendError | SqlError>
+  /**
+   * Appends to several streams in one statement round trip, all or nothing; results in input order.
+   * Each input is validated and checked like `append` (a stream id twice in one call is an
+   * `InvalidAppend`); the first conflict, in stream id order, fails the whole call. Inside a caller's
+   * transaction it joins it — a conflict then leaves that transaction aborted (the statement raised),
+   * so the caller must roll back (`sql.withTransaction` does on failure); on its own it retries
+   * ordering conflicts and wakes local processors after commit.
+   */
+  readonly appendMany: (
+    inputs: ReadonlyArray<AppendInput>
+  ) => Effect.Effect<ReadonlyArray<AppendResult>, AppendError | SqlError>
   readonly readStream: (
     streamId: string,
     options?: { readonly fromVersion?: number }
   ) => Effect.Effect<ReadonlyArray<StoredEvent>, StreamNotFound | SqlError>
+  /**
+   * Reads several streams in one query, each from its own `fromVersion` on (default 0). Streams that
+   * do not exist are absent from the map (no StreamNotFound); an existing stream with nothing after
+   * its `fromVersion` maps to `[]`. Keys follow input order; a stream asked for twice is read from the
+   * lower `fromVersion`.
+   */
+  readonly readStreams: (
+    streams: ReadonlyArray<{ readonly streamId: string; readonly fromVersion?: number }>
+  ) => Effect.Effect<ReadonlyMap<string, ReadonlyArray<StoredEvent>>, SqlError>
   readonly readAll: (options: ReadAllOptions) => Effect.Effect<ReadAllResult, SqlError>
   readonly streamInfo: (streamId: string) => Effect.Effect<Option.Option<StreamInfo>, SqlError>
   /** The newest committed position that every reader can already see. */
@@ -183,6 +203,22 @@ interface AppendRow {
   readonly positions: ReadonlyArray<string> | null
 }
 
+/** One stream as sent to `event_store.append_many`. */
+interface ManyPayload {
+  readonly streamId: string
+  readonly streamType: string
+  readonly expected: number | null
+  readonly events: ReadonlyArray<PayloadEvent>
+}
+
+interface ManyRow {
+  readonly streamId: string
+  readonly streamVersion: number
+  /** int8[] arrives as strings (only scalar int8 has a custom parser). */
+  readonly positions: ReadonlyArray<string>
+  readonly transactionId: string
+}
+
 const MAX_STREAM_ID_LENGTH = 200
 // Printable ASCII without spaces, quotes or backslashes: ids are safe inside JSON strings as they are.
 const STREAM_ID = /^[\x21\x23-\x5b\x5d-\x7e]+$/
@@ -203,6 +239,41 @@ const expectedParam = (expected: ExpectedVersion): number | null =>
 const isUniqueViolation = (error: SqlError, constraint: string): boolean => {
   const cause = error.cause as { code?: unknown; constraint?: unknown } | undefined
   return cause?.code === "23505" && cause.constraint === constraint
+}
+
+/**
+ * `event_store.append_many` (migration 0009) raises SQLSTATE CP409 on the first conflict, with the
+ * message `wrong_expected_version <actual> <stream id>` or `ordering_conflict <actual> <stream id>`.
+ * The anchored-at-the-end match also accepts a driver that prefixes the message.
+ */
+const APPEND_CONFLICT_CODE = "CP409"
+const APPEND_CONFLICT_MESSAGE = /(?:^|\s)(wrong_expected_version|ordering_conflict) (\d+) (\S+)$/
+
+interface AppendConflict {
+  readonly kind: "wrong_expected_version" | "ordering_conflict"
+  readonly actual: number
+  readonly streamId: string
+}
+
+const appendConflict = (error: SqlError): AppendConflict | undefined => {
+  const cause = error.cause as { code?: unknown; message?: unknown } | undefined
+  if (cause?.code !== APPEND_CONFLICT_CODE || typeof cause.message !== "string") return undefined
+  const match = APPEND_CONFLICT_MESSAGE.exec(cause.message)
+  const actual = Number(match?.[2])
+  if (!match?.[3] || !Number.isSafeInteger(actual)) return undefined
+  return {
+    kind: match[1] === "ordering_conflict" ? "ordering_conflict" : "wrong_expected_version",
+    actual,
+    streamId: match[3]
+  }
+}
+
+/** The stream of the event whose id a unique violation names (PostgreSQL's `detail`: "Key (event_id)=(…)"). */
+const duplicateEventStream = (error: SqlError, payload: ReadonlyArray<ManyPayload>): string => {
+  const detail = (error.cause as { detail?: unknown } | undefined)?.detail
+  const hit =
+    typeof detail === "string" ? payload.find((p) => p.events.some((e) => detail.includes(e.id))) : undefined
+  return hit?.streamId ?? payload[0]?.streamId ?? ""
 }
 
 /** Retries of a standalone append that lost the per-stream ordering guard to a newer transaction. */
@@ -255,6 +326,7 @@ export const makeEventStore = Effect.gen(function* () {
   const signal = yield* AppendSignal
   const streamBatch = sql.literal(batchText("stream_version"))
   const feedBatch = sql.literal(batchText("transaction_id, global_position"))
+  const streamsBatch = sql.literal(batchText("stream_id, stream_version"))
 
   /**
    * Decrypts the personal fields of a batch with one key lookup. `text` is the batch as fetched: when
@@ -367,22 +439,29 @@ export const makeEventStore = Effect.gen(function* () {
     )
   }
 
+  /** The checks of an append that need no database: stream id, at least one event, expected version. */
+  const validateAppend = (input: AppendInput): Effect.Effect<void, InvalidStreamId | InvalidAppend> => {
+    const expected = input.expectedVersion
+    return Effect.zipRight(
+      validateStreamId(input.streamId),
+      input.events.length === 0
+        ? Effect.fail(
+            new InvalidAppend({ streamId: input.streamId, message: "an append needs at least one event" })
+          )
+        : typeof expected === "number" && !(Number.isSafeInteger(expected) && expected >= 0)
+          ? Effect.fail(
+              new InvalidAppend({
+                streamId: input.streamId,
+                message: `expected version must be a non-negative integer, "no_stream" or "any" (got ${expected})`
+              })
+            )
+          : Effect.void
+    )
+  }
+
   const appendOnce = (input: AppendInput): Effect.Effect<AppendResult, AppendError | SqlError> =>
     Effect.gen(function* () {
-      yield* validateStreamId(input.streamId)
-      if (input.events.length === 0) {
-        return yield* new InvalidAppend({
-          streamId: input.streamId,
-          message: "an append needs at least one event"
-        })
-      }
-      const expected = input.expectedVersion
-      if (typeof expected === "number" && !(Number.isSafeInteger(expected) && expected >= 0)) {
-        return yield* new InvalidAppend({
-          streamId: input.streamId,
-          message: `expected version must be a non-negative integer, "no_stream" or "any" (got ${expected})`
-        })
-      }
+      yield* validateAppend(input)
       const now = yield* Clock.currentTimeMillis
       const recordedAt = new Date(now)
       const payload = yield* encode(input, now)
@@ -433,6 +512,95 @@ export const makeEventStore = Effect.gen(function* () {
       })
     )
 
+  const appendManyOnce = (
+    inputs: ReadonlyArray<AppendInput>
+  ): Effect.Effect<ReadonlyArray<AppendResult>, AppendError | SqlError> =>
+    Effect.gen(function* () {
+      const seen = new Set<string>()
+      for (const input of inputs) {
+        yield* validateAppend(input)
+        if (seen.has(input.streamId)) {
+          return yield* new InvalidAppend({
+            streamId: input.streamId,
+            message: "a stream can appear only once in an appendMany"
+          })
+        }
+        seen.add(input.streamId)
+      }
+      const now = yield* Clock.currentTimeMillis
+      const recordedAt = new Date(now)
+      const payload: ManyPayload[] = []
+      for (const input of inputs) {
+        payload.push({
+          streamId: input.streamId,
+          streamType: input.streamType,
+          expected: expectedParam(input.expectedVersion),
+          events: yield* encode(input, now)
+        })
+      }
+      const rows = yield* sql<ManyRow>`
+        SELECT stream_id AS "streamId", stream_version AS "streamVersion", positions,
+               transaction_id AS "transactionId"
+          FROM event_store.append_many(${JSON.stringify(payload)}::jsonb, ${recordedAt})`.pipe(
+        Effect.catchTag(
+          "SqlError",
+          (
+            error
+          ): Effect.Effect<
+            never,
+            DuplicateEvent | WrongExpectedVersion | StreamOrderingConflict | SqlError
+          > => {
+            if (isUniqueViolation(error, "events_event_id_uq")) {
+              return Effect.fail(
+                new DuplicateEvent({
+                  streamId: duplicateEventStream(error, payload),
+                  detail: String((error.cause as Error).message)
+                })
+              )
+            }
+            const conflict = appendConflict(error)
+            const input = conflict && inputs.find((i) => i.streamId === conflict.streamId)
+            if (!conflict || !input) return Effect.fail(error)
+            return conflict.kind === "ordering_conflict"
+              ? Effect.fail(new StreamOrderingConflict({ streamId: input.streamId }))
+              : Effect.fail(
+                  new WrongExpectedVersion({
+                    streamId: input.streamId,
+                    expected: input.expectedVersion,
+                    actual: conflict.actual
+                  })
+                )
+          }
+        )
+      )
+      const byStream = new Map(rows.map((row) => [row.streamId, row]))
+      const results: AppendResult[] = []
+      for (let i = 0; i < inputs.length; i++) {
+        const streamId = inputs[i]?.streamId ?? ""
+        const row = byStream.get(streamId)
+        const sent = payload[i]
+        if (!row || !sent)
+          return yield* Effect.dieMessage(`append_many returned no row for stream ${streamId}`)
+        const positions = row.positions.map(Number)
+        results.push({
+          streamId,
+          version: row.streamVersion,
+          firstPosition: positions[0] ?? 0,
+          lastPosition: positions[positions.length - 1] ?? 0,
+          positions,
+          transactionId: row.transactionId,
+          eventIds: sent.events.map((e) => e.id),
+          recordedAt
+        })
+      }
+      return results
+    }).pipe(
+      Effect.withSpan("EventStore.appendMany", {
+        attributes: { "streams.count": inputs.length },
+        captureStackTrace: false
+      })
+    )
+
   const store: EventStoreShape = {
     append: (input) =>
       Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (tx) => {
@@ -448,6 +616,18 @@ export const makeEventStore = Effect.gen(function* () {
         )
       }),
 
+    appendMany: (inputs) => {
+      if (inputs.length === 0) return Effect.succeed([])
+      return Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (tx) => {
+        // As for append: join a caller's transaction, or run as one atomic statement on its own.
+        if (Option.isSome(tx)) return appendManyOnce(inputs)
+        return appendManyOnce(inputs).pipe(
+          Effect.retry({ while: (e) => e._tag === "StreamOrderingConflict", schedule: orderingRetry }),
+          Effect.tap(() => signal.notify)
+        )
+      })
+    },
+
     readStream: (streamId, options) =>
       Effect.gen(function* () {
         const from = options?.fromVersion ?? 0
@@ -462,6 +642,40 @@ export const makeEventStore = Effect.gen(function* () {
         }
         return yield* decrypt(events, batch?.events)
       }).pipe(Effect.withSpan("EventStore.readStream", { attributes: { "stream.id": streamId } })),
+
+    readStreams: (streams) => {
+      if (streams.length === 0) return Effect.succeed(new Map())
+      return Effect.gen(function* () {
+        const fromVersions = new Map<string, number>()
+        for (const { streamId, fromVersion = 0 } of streams) {
+          const known = fromVersions.get(streamId)
+          if (known === undefined || fromVersion < known) fromVersions.set(streamId, fromVersion)
+        }
+        const ids = [...fromVersions.keys()]
+        const [batch] = yield* sql<{ events: string | null; existing: ReadonlyArray<string> | null }>`
+          SELECT (SELECT ${streamsBatch}
+                    FROM unnest(${ids}::text[], ${[...fromVersions.values()]}::int8[]) AS r(id, from_version)
+                    JOIN event_store.events e ON e.stream_id = r.id AND e.stream_version > r.from_version
+                 ) AS events,
+                 (SELECT array_agg(s.stream_id) FROM event_store.streams s
+                   WHERE s.stream_id = ANY(${ids}::text[])) AS existing`
+        const events = yield* decrypt(parseBatch(batch?.events), batch?.events)
+        const byStream = new Map<string, StoredEvent[]>()
+        for (const event of events) {
+          const list = byStream.get(event.streamId)
+          if (list) list.push(event)
+          else byStream.set(event.streamId, [event])
+        }
+        const existing = new Set(batch?.existing ?? [])
+        const result = new Map<string, ReadonlyArray<StoredEvent>>()
+        for (const id of ids) {
+          const list = byStream.get(id)
+          if (list) result.set(id, list)
+          else if (existing.has(id)) result.set(id, [])
+        }
+        return result
+      }).pipe(Effect.withSpan("EventStore.readStreams", { attributes: { "streams.count": streams.length } }))
+    },
 
     readAll: (options) =>
       Effect.gen(function* () {
