@@ -8,7 +8,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Duration, Effect, FiberSet, Layer, Option, Queue, type Scope } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, FiberSet, Layer, Option, Queue, type Scope } from "effect"
 import type { AppConfig } from "../config.js"
 import { makeAppendSignal } from "../eventstore/AppendSignal.js"
 import { isConcurrencyConflict } from "../kernel/CommandRunner.js"
@@ -50,40 +50,53 @@ export interface ScheduleInput {
   readonly replace?: boolean
 }
 
-interface InTransaction<E, R> {
+interface InTransaction<E, R, B> {
   readonly inTransaction?: Effect.Effect<void, E, R>
+  /**
+   * The same writes as `inTransaction`, as a value a worker with `recordBatched` records together
+   * with other outcomes' in one transaction (a group commit). `complete` alone uses `inTransaction`.
+   */
+  readonly batched?: B
 }
 
 /**
  * What a handler decided. `inTransaction` runs in the outcome's transaction (e.g. appending the
  * events that record it), so the outcome and its writes commit together — or not at all.
  */
-export type DueOutcome<E = never, R = never> = (
+export type DueOutcome<E = never, R = never, B = never> = (
   | { readonly _tag: "Done" }
   | { readonly _tag: "Retry"; readonly at: Date; readonly error: string }
   | { readonly _tag: "Failed"; readonly error: string }
 ) &
-  InTransaction<E, R>
+  InTransaction<E, R, B>
 
-const withEffect = <E, R>(options: InTransaction<E, R> | undefined) =>
-  options?.inTransaction === undefined ? {} : { inTransaction: options.inTransaction }
+const withEffect = <E, R, B>(options: InTransaction<E, R, B> | undefined) => ({
+  ...(options?.inTransaction === undefined ? {} : { inTransaction: options.inTransaction }),
+  ...(options?.batched === undefined ? {} : { batched: options.batched })
+})
 
 export const DueOutcome = {
-  done: <E = never, R = never>(options?: InTransaction<E, R>): DueOutcome<E, R> => ({
+  done: <E = never, R = never, B = never>(options?: InTransaction<E, R, B>): DueOutcome<E, R, B> => ({
     _tag: "Done",
     ...withEffect(options)
   }),
   /** Back to pending, due again at `at`. */
-  retry: <E = never, R = never>(
-    options: { readonly at: Date; readonly error: string } & InTransaction<E, R>
-  ): DueOutcome<E, R> => ({ _tag: "Retry", at: options.at, error: options.error, ...withEffect(options) }),
-  failed: <E = never, R = never>(
-    options: { readonly error: string } & InTransaction<E, R>
-  ): DueOutcome<E, R> => ({
+  retry: <E = never, R = never, B = never>(
+    options: { readonly at: Date; readonly error: string } & InTransaction<E, R, B>
+  ): DueOutcome<E, R, B> => ({ _tag: "Retry", at: options.at, error: options.error, ...withEffect(options) }),
+  failed: <E = never, R = never, B = never>(
+    options: { readonly error: string } & InTransaction<E, R, B>
+  ): DueOutcome<E, R, B> => ({
     _tag: "Failed",
     error: options.error,
     ...withEffect(options)
   })
+}
+
+/** A claim and what its handler decided, for `completeMany`. */
+export interface Completion {
+  readonly item: DueItem
+  readonly outcome: DueOutcome<unknown, unknown, unknown>
 }
 
 export interface ClaimOptions {
@@ -119,6 +132,11 @@ export interface DueWorkShape {
    */
   readonly schedule: (input: ScheduleInput) => Effect.Effect<DueItem, SqlError>
   /**
+   * `schedule` for many items in one statement (the same rules per item; of one (kind, key) given
+   * twice the last wins). Returns how many were created or re-armed. Call `wake` after commit.
+   */
+  readonly scheduleMany: (inputs: ReadonlyArray<ScheduleInput>) => Effect.Effect<number, SqlError>
+  /**
    * Cancels a pending or claimed item (a running worker's outcome is then ignored). With
    * `pendingOnly`, a claimed item is left alone (its I/O may already have happened) and false returned.
    */
@@ -136,10 +154,18 @@ export interface DueWorkShape {
    * Records the outcome of a claim, fenced by its claim token, with its `inTransaction` writes.
    * False (and nothing written) when the claim was taken over or cancelled meanwhile.
    */
-  readonly complete: <E, R>(
+  readonly complete: <E, R, B>(
     item: DueItem,
-    outcome: DueOutcome<E, R>
+    outcome: DueOutcome<E, R, B>
   ) => Effect.Effect<boolean, E | SqlError, R>
+  /**
+   * Records the outcomes of many claims in one statement, each fenced by its claim token; their
+   * `inTransaction` writes are NOT run (the caller writes them, in the same transaction). Returns the
+   * ids of the claims that were still ours (only those were recorded).
+   */
+  readonly completeMany: (
+    completions: ReadonlyArray<Completion>
+  ) => Effect.Effect<ReadonlySet<string>, SqlError>
   /** Gives a claim back (pending again, same due time), e.g. on shutdown. */
   readonly release: (item: DueItem) => Effect.Effect<boolean, SqlError>
   readonly stats: (kinds?: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<DueWorkStats>, SqlError>
@@ -171,6 +197,22 @@ export const makeDueWork = Effect.gen(function* () {
     sql`id = ${item.id} AND claim_token = ${item.claimToken} AND status = 'claimed'`
   const inTransaction = Effect.map(Effect.serviceOption(SqlClient.TransactionConnection), Option.isSome)
 
+  /**
+   * Scheduling an existing (kind, key): a pending item takes the new due time and payload; a claimed
+   * one is left alone; a finished one is re-armed as new only with `replace`.
+   */
+  const upsert = (replace: boolean) =>
+    replace
+      ? sql`ON CONFLICT (kind, key) DO UPDATE
+              SET payload = EXCLUDED.payload, due_at = EXCLUDED.due_at, status = 'pending', attempts = 0,
+                  last_error = NULL, claimed_by = NULL, lease_until = NULL, completed_at = NULL,
+                  updated_at = EXCLUDED.updated_at
+              WHERE d.status IN ('pending', 'done', 'failed', 'cancelled')`
+      : sql`ON CONFLICT (kind, key) DO UPDATE
+              SET payload = EXCLUDED.payload, due_at = EXCLUDED.due_at, status = 'pending',
+                  claimed_by = NULL, lease_until = NULL, completed_at = NULL, updated_at = EXCLUDED.updated_at
+              WHERE d.status = 'pending'`
+
   const get = (kind: string, key: string) =>
     Effect.map(
       sql<DueItem>`SELECT ${columns} FROM processors.due_work WHERE kind = ${kind} AND key = ${key}`,
@@ -187,13 +229,7 @@ export const makeDueWork = Effect.gen(function* () {
           INSERT INTO processors.due_work AS d (id, kind, key, group_key, payload, due_at, status, created_at, updated_at)
           VALUES (${id}, ${input.kind}, ${input.key}, ${input.group ?? null}, ${JSON.stringify(input.payload ?? {})}::jsonb,
                   ${input.dueAt}, 'pending', ${at}, ${at})
-          ON CONFLICT (kind, key) DO UPDATE
-            SET payload = EXCLUDED.payload, due_at = EXCLUDED.due_at, status = 'pending',
-                attempts = CASE WHEN ${replace}::boolean THEN 0 ELSE d.attempts END,
-                last_error = CASE WHEN ${replace}::boolean THEN NULL ELSE d.last_error END,
-                claimed_by = NULL, lease_until = NULL, completed_at = NULL, updated_at = EXCLUDED.updated_at
-            WHERE d.status = 'pending'
-               OR (${replace}::boolean AND d.status IN ('done', 'failed', 'cancelled'))
+          ${upsert(replace)}
           RETURNING ${columnsOfD}`
         const row = rows[0]
         if (row) {
@@ -204,6 +240,41 @@ export const makeDueWork = Effect.gen(function* () {
         const existing = yield* get(input.kind, input.key)
         if (Option.isNone(existing)) return yield* Effect.dieMessage("due_work row vanished during schedule")
         return existing.value
+      }),
+
+    scheduleMany: (inputs) =>
+      Effect.gen(function* () {
+        if (inputs.length === 0) return 0
+        const at = yield* now
+        // One row per (kind, key): ON CONFLICT cannot touch a row twice in one statement.
+        const unique = new Map<string, ScheduleInput>()
+        for (const input of inputs) unique.set(`${input.kind}\u0000${input.key}`, input)
+        let changed = 0
+        for (const replace of [false, true]) {
+          const rows: Array<Record<string, unknown>> = []
+          for (const input of unique.values()) {
+            if ((input.replace === true) !== replace) continue
+            rows.push({
+              id: yield* uuidv7,
+              kind: input.kind,
+              key: input.key,
+              group_key: input.group ?? null,
+              payload: input.payload ?? {},
+              due_at: input.dueAt.toISOString()
+            })
+          }
+          if (rows.length === 0) continue
+          const written = yield* sql<{ readonly ok: number }>`
+            INSERT INTO processors.due_work AS d (id, kind, key, group_key, payload, due_at, status, created_at, updated_at)
+            SELECT i.id, i.kind, i.key, i.group_key, i.payload, i.due_at, 'pending', ${at}, ${at}
+              FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+                     AS i(id text, kind text, key text, group_key text, payload jsonb, due_at timestamptz)
+            ${upsert(replace)}
+            RETURNING 1 AS ok`
+          changed += written.length
+        }
+        if (changed > 0 && !(yield* inTransaction)) yield* signal.notify
+        return changed
       }),
 
     cancel: (kind, key, options) =>
@@ -306,6 +377,34 @@ export const makeDueWork = Effect.gen(function* () {
       )
     },
 
+    completeMany: (completions) =>
+      Effect.gen(function* () {
+        if (completions.length === 0) return new Set<string>()
+        const at = yield* now
+        const rows = completions.map(({ item, outcome }) => ({
+          id: item.id,
+          token: item.claimToken,
+          status: outcome._tag === "Done" ? "done" : outcome._tag === "Retry" ? "pending" : "failed",
+          due_at: outcome._tag === "Retry" ? outcome.at.toISOString() : null,
+          error: outcome._tag === "Done" ? null : outcome.error
+        }))
+        // The same fields per outcome as `complete`, fenced the same way, for all claims at once.
+        const ours = yield* Effect.uninterruptible(sql<{ readonly id: string }>`
+          UPDATE processors.due_work d
+             SET status = o.status,
+                 due_at = coalesce(o.due_at, d.due_at),
+                 last_error = CASE WHEN o.status = 'done' THEN d.last_error ELSE o.error END,
+                 claimed_by = CASE WHEN o.status = 'pending' THEN NULL ELSE d.claimed_by END,
+                 lease_until = NULL,
+                 completed_at = CASE WHEN o.status = 'pending' THEN d.completed_at ELSE ${at} END,
+                 updated_at = ${at}
+            FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+                   AS o(id text, token bigint, status text, due_at timestamptz, error text)
+           WHERE d.id = o.id AND d.claim_token = o.token AND d.status = 'claimed'
+          RETURNING d.id`)
+        return new Set(ours.map((r) => r.id))
+      }),
+
     release: (item) =>
       Effect.gen(function* () {
         const at = yield* now
@@ -341,7 +440,7 @@ export const makeDueWork = Effect.gen(function* () {
 
 export const DueWorkLive = Layer.effect(DueWork, makeDueWork)
 
-export interface DueWorkerOptions<E, R, OE, OR> {
+export interface DueWorkerOptions<E, R, OE, OR, B> {
   /** Processor name (default `due-work:<kinds>`). */
   readonly name?: string
   readonly kinds: ReadonlyArray<string>
@@ -363,29 +462,58 @@ export interface DueWorkerOptions<E, R, OE, OR> {
   /** Delay before retrying after an unexpected error (default 1 s doubling per attempt, ≤ 1 h). */
   readonly retryDelay?: (attempts: number) => Duration.DurationInput
   /**
+   * Runs once per claimed batch before its handlers, outside any transaction: loads in bulk (one
+   * query per kind of data) what the handlers will read. A failure is each item's unexpected error.
+   */
+  readonly prepare?: (items: ReadonlyArray<DueItem>) => Effect.Effect<void, E, R>
+  /**
    * Runs outside any transaction (the I/O). An unexpected failure or defect is logged and retried
    * after `retryDelay`; return `DueOutcome.retry` / `failed` for expected ones.
    */
-  readonly handle: (item: DueItem) => Effect.Effect<DueOutcome<OE, OR>, E, R>
+  readonly handle: (item: DueItem) => Effect.Effect<DueOutcome<OE, OR, B>, E, R>
+  /**
+   * Group commit: outcomes carrying `batched` (and those without writes at all) are recorded together,
+   * as many as have finished meanwhile, in one transaction: one fenced `completeMany`, then this with
+   * the `batched` values of the claims still ours. If that transaction fails, each outcome is recorded
+   * alone as `complete` would (with its `inTransaction`), so batching never changes what is recorded.
+   */
+  readonly recordBatched?: (batch: ReadonlyArray<B>) => Effect.Effect<void, OE, OR>
 }
 
 const defaultRetryDelay = (attempts: number): Duration.DurationInput =>
   Duration.millis(Math.min(1000 * 2 ** Math.max(0, attempts - 1), 3_600_000))
 
+/** Outcomes recorded per group-commit transaction at most. */
+const RECORD_BATCH_MAX = 256
+/**
+ * While items are in flight, the worker waits up to this long for a quarter of its slots to free up
+ * before claiming, so claims (and `prepare`) come in batches rather than one slot at a time.
+ */
+const CLAIM_GATHER_MS = 5
+
+interface PendingRecord<OE, OR, B> {
+  readonly item: DueItem
+  readonly outcome: DueOutcome<OE, OR, B>
+  readonly recorded: Deferred.Deferred<boolean, unknown>
+}
+
 /** A worker processor: claims due items of `kinds` and runs `handle` on each. */
-export const dueWorker = <E, R, OE = never, OR = never>(
-  options: DueWorkerOptions<E, R, OE, OR>
-): Processor<R | OR | DueWork | AppConfig> => {
+export const dueWorker = <E, R, OE = never, OR = never, B = never>(
+  options: DueWorkerOptions<E, R, OE, OR, B>
+): Processor<R | OR | DueWork | AppConfig | SqlClient.SqlClient> => {
   const concurrency = Math.max(1, options.concurrency ?? 4)
+  const gather = Math.max(1, Math.floor(concurrency / 4))
   const leaseTtl = options.leaseTtl ?? "60 seconds"
   const heartbeatMs = Math.max(1, Math.floor(Duration.toMillis(leaseTtl) / 3))
   const minPoll = 10
   const maxPoll = Math.max(minPoll, Duration.toMillis(options.pollInterval ?? "500 millis"))
   const retryDelay = options.retryDelay ?? defaultRetryDelay
   const name = options.name ?? `due-work:${options.kinds.join(",")}`
+  const recordBatched = options.recordBatched
 
   const run = Effect.gen(function* () {
     const work = yield* DueWork
+    const sql = yield* SqlClient.SqlClient
     const owner = yield* resolveOwner(options.owner)
     const wake = yield* work.listen
     const freed = yield* Queue.sliding<void>(1)
@@ -414,15 +542,70 @@ export const dueWorker = <E, R, OE = never, OR = never>(
         ? Effect.succeed(DueOutcome.failed({ error: message }))
         : Effect.map(fromNow(retryDelay(item.attempts)), (at) => DueOutcome.retry({ at, error: message }))
 
-    const processItem = (item: DueItem) =>
-      Effect.gen(function* () {
-        const handled = yield* Effect.exit(Effect.raceFirst(options.handle(item), heartbeat(item)))
-        if (handled._tag === "Success") {
-          // The outcome's writes may race another transaction on a stream (ordering conflict): the
-          // completion is fenced and atomic, so recording it again is safe — unlike redoing the I/O.
-          const recorded = yield* Effect.exit(
-            work.complete(item, handled.value).pipe(Effect.retry({ times: 3, while: isConcurrencyConflict }))
+    /**
+     * One outcome alone. Its writes may race another transaction on a stream (ordering conflict):
+     * the completion is fenced and atomic, so recording it again is safe — unlike redoing the I/O.
+     */
+    const recordAlone = (item: DueItem, outcome: DueOutcome<OE, OR, B>) =>
+      work.complete(item, outcome).pipe(Effect.retry({ times: 3, while: isConcurrencyConflict }))
+
+    // --- Group commit: outcomes that finished meanwhile, recorded in one transaction ---------------
+    const toRecord = yield* Queue.unbounded<PendingRecord<OE, OR, B>>()
+    const recordTogether = (entries: ReadonlyArray<PendingRecord<OE, OR, B>>) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          const ours = yield* work.completeMany(entries)
+          const batch: Array<B> = []
+          for (const { item, outcome } of entries) {
+            if (ours.has(item.id) && outcome.batched !== undefined) batch.push(outcome.batched)
+          }
+          if (batch.length > 0 && recordBatched !== undefined) yield* recordBatched(batch)
+          return ours
+        })
+      )
+    if (recordBatched !== undefined) {
+      yield* Effect.forkScoped(
+        Effect.forever(
+          Effect.gen(function* () {
+            const entries = [...(yield* Queue.takeBetween(toRecord, 1, RECORD_BATCH_MAX))]
+            const together = yield* Effect.exit(Effect.uninterruptible(recordTogether(entries)))
+            if (together._tag === "Success") {
+              for (const e of entries) yield* Deferred.succeed(e.recorded, together.value.has(e.item.id))
+              return
+            }
+            // One of them conflicted (or the batch failed): each alone, exactly as `complete` would.
+            yield* Effect.logDebug(`group commit of ${entries.length} outcomes failed; recording each alone`)
+            yield* Effect.forEach(
+              entries,
+              (e) =>
+                Effect.flatMap(Effect.exit(recordAlone(e.item, e.outcome)), (exit) =>
+                  Deferred.done(e.recorded, exit)
+                ),
+              { concurrency: 8, discard: true }
+            )
+          })
+        )
+      )
+    }
+    const groupCommitted = (outcome: DueOutcome<OE, OR, B>) =>
+      recordBatched !== undefined && (outcome.batched !== undefined || outcome.inTransaction === undefined)
+
+    const record = (item: DueItem, outcome: DueOutcome<OE, OR, B>): Effect.Effect<boolean, unknown, OR> =>
+      groupCommitted(outcome)
+        ? Effect.flatMap(Deferred.make<boolean, unknown>(), (recorded) =>
+            Effect.zipRight(Queue.offer(toRecord, { item, outcome, recorded }), Deferred.await(recorded))
           )
+        : recordAlone(item, outcome)
+
+    const processItem = (item: DueItem, prepared: Exit.Exit<void, E>) =>
+      Effect.gen(function* () {
+        const handled = yield* Effect.exit(
+          Exit.isFailure(prepared)
+            ? Effect.failCause(prepared.cause)
+            : Effect.raceFirst(options.handle(item), heartbeat(item))
+        )
+        if (handled._tag === "Success") {
+          const recorded = yield* Effect.exit(record(item, handled.value))
           if (recorded._tag === "Success") {
             if (!recorded.value) yield* Effect.logWarning(`claim of ${item.kind}/${item.key} was taken over`)
             return
@@ -444,12 +627,24 @@ export const dueWorker = <E, R, OE = never, OR = never>(
       )
 
     let delay = minPoll
+    let gatheringSince: number | undefined
     while (true) {
       const free = concurrency - inFlight
       if (free === 0) {
         yield* Queue.take(freed)
         continue
       }
+      // Busy: let a few more slots free up first (briefly), so one claim serves several of them.
+      if (free < gather && inFlight > 0) {
+        const at = Date.now()
+        gatheringSince ??= at
+        const left = CLAIM_GATHER_MS - (at - gatheringSince)
+        if (left > 0) {
+          yield* Effect.raceFirst(Queue.take(freed), Effect.sleep(Duration.millis(left)))
+          continue
+        }
+      }
+      gatheringSince = undefined
       const items = yield* work.claim({
         kinds: options.kinds,
         limit: free,
@@ -459,12 +654,16 @@ export const dueWorker = <E, R, OE = never, OR = never>(
           ? {}
           : { groups: { cap: options.groupCap, inFlight: new Map(byGroup) } })
       })
+      const prepared: Exit.Exit<void, E> =
+        items.length > 0 && options.prepare !== undefined
+          ? yield* Effect.exit(options.prepare(items))
+          : Exit.void
       for (const item of items) {
         inFlight++
         hold(item.group, 1)
         yield* FiberSet.run(
           fibers,
-          processItem(item).pipe(
+          processItem(item, prepared).pipe(
             Effect.ensuring(
               Effect.suspend(() => {
                 inFlight--

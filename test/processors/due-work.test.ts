@@ -446,4 +446,160 @@ layer(TestLayer, { excludeTestServices: true, timeout: 60_000 })("DueWork", (it)
       ])
     })
   )
+
+  it.effect("scheduleMany: the rules of schedule for many items in one statement", () =>
+    withTestClock(
+      Effect.gen(function* () {
+        const work = yield* DueWork
+        yield* work.schedule({ kind: "many", key: "pending", dueAt: at(5_000), payload: { v: 1 } })
+        yield* work.schedule({ kind: "many", key: "claimed", dueAt: at(0) })
+        yield* work.schedule({ kind: "many", key: "done", dueAt: at(0) })
+        yield* work.schedule({ kind: "many", key: "rearm", dueAt: at(0) })
+        const claimed = yield* work.claim({ kinds: ["many"], limit: 10, owner: "w", leaseTtl: "30 seconds" })
+        for (const c of claimed) if (c.key !== "claimed") yield* work.complete(c, DueOutcome.done())
+        const changed = yield* work.scheduleMany([
+          { kind: "many", key: "new", dueAt: at(1_000), group: "g1", payload: { n: 1 } },
+          { kind: "many", key: "pending", dueAt: at(2_000), payload: { v: 2 } },
+          { kind: "many", key: "claimed", dueAt: at(3_000) },
+          { kind: "many", key: "done", dueAt: at(4_000) },
+          { kind: "many", key: "rearm", dueAt: at(6_000), replace: true },
+          // The same (kind, key) twice: the last one wins.
+          { kind: "many", key: "twice", dueAt: at(7_000) },
+          { kind: "many", key: "twice", dueAt: at(8_000), payload: { last: true } }
+        ])
+        expect(changed).toBe(4)
+        expect(yield* item("many", "new")).toMatchObject({
+          status: "pending",
+          dueAt: at(1_000),
+          group: "g1",
+          payload: { n: 1 },
+          attempts: 0
+        })
+        expect(yield* item("many", "pending")).toMatchObject({ dueAt: at(2_000), payload: { v: 2 } })
+        expect(yield* item("many", "claimed")).toMatchObject({ status: "claimed", dueAt: at(0) })
+        expect(yield* item("many", "done")).toMatchObject({ status: "done", attempts: 1 })
+        expect(yield* item("many", "rearm")).toMatchObject({
+          status: "pending",
+          attempts: 0,
+          completedAt: null,
+          dueAt: at(6_000)
+        })
+        expect(yield* item("many", "twice")).toMatchObject({ dueAt: at(8_000), payload: { last: true } })
+        expect(yield* work.scheduleMany([])).toBe(0)
+      })
+    )
+  )
+
+  it.effect("completeMany records each outcome fenced by its claim, and only those still ours", () =>
+    withTestClock(
+      Effect.gen(function* () {
+        const work = yield* DueWork
+        for (const key of ["a", "b", "c", "d"]) yield* work.schedule({ kind: "cm", key, dueAt: at(0) })
+        const claimed = yield* work.claim({ kinds: ["cm"], limit: 10, owner: "w", leaseTtl: "30 seconds" })
+        const byKey = (key: string) => must(Option.fromNullable(claimed.find((c) => c.key === key)))
+        // d was cancelled meanwhile: not ours any more.
+        yield* work.cancel("cm", "d")
+        const ours = yield* work.completeMany([
+          { item: byKey("a"), outcome: DueOutcome.done() },
+          { item: byKey("b"), outcome: DueOutcome.retry({ at: at(60_000), error: "try later" }) },
+          { item: byKey("c"), outcome: DueOutcome.failed({ error: "gave up" }) },
+          { item: byKey("d"), outcome: DueOutcome.done() }
+        ])
+        expect([...ours].sort()).toEqual([byKey("a").id, byKey("b").id, byKey("c").id].sort())
+        expect(yield* item("cm", "a")).toMatchObject({ status: "done", completedAt: at(0), leaseUntil: null })
+        expect(yield* item("cm", "b")).toMatchObject({
+          status: "pending",
+          dueAt: at(60_000),
+          lastError: "try later",
+          claimedBy: null,
+          leaseUntil: null,
+          completedAt: null
+        })
+        expect(yield* item("cm", "c")).toMatchObject({
+          status: "failed",
+          lastError: "gave up",
+          completedAt: at(0)
+        })
+        expect(yield* item("cm", "d")).toMatchObject({ status: "cancelled" })
+        // A second completion of the same claims changes nothing.
+        expect(
+          (yield* work.completeMany([{ item: byKey("a"), outcome: DueOutcome.failed({ error: "x" }) }])).size
+        ).toBe(0)
+        expect((yield* item("cm", "a")).status).toBe("done")
+      })
+    )
+  )
+
+  it.effect(
+    "group commit: outcomes finished together are recorded in one transaction; a conflict falls back to one by one",
+    () =>
+      withTestClock(
+        Effect.gen(function* () {
+          const work = yield* DueWork
+          const store = yield* EventStore
+          const keys = Array.from({ length: 10 }, (_, i) => `g${i}`)
+          for (const key of keys) yield* work.schedule({ kind: "group", key, dueAt: at(0) })
+          // g3's stream already exists: its write conflicts, in the group and alone.
+          yield* store.append({
+            streamId: "reminder-g3",
+            streamType: "reminder",
+            expectedVersion: "no_stream",
+            events: [{ eventType: Reminded, data: { key: "g3" } }]
+          })
+          const remind = (key: string) => ({
+            streamId: `reminder-${key}`,
+            streamType: "reminder",
+            expectedVersion: "no_stream" as const,
+            events: [{ eventType: Reminded, data: { key } }]
+          })
+          const groups = yield* Ref.make<Array<ReadonlyArray<string>>>([])
+          const release = yield* Deferred.make<void>()
+          const fiber = yield* Effect.fork(
+            dueWorker({
+              kinds: ["group"],
+              owner: "w",
+              concurrency: 10,
+              retryDelay: () => "5 minutes",
+              // Every handler finishes at the same moment.
+              handle: (i) =>
+                Effect.as(
+                  Deferred.await(release),
+                  DueOutcome.done({
+                    inTransaction: Effect.asVoid(store.append(remind(i.key))),
+                    batched: i.key
+                  })
+                ),
+              recordBatched: (batch: ReadonlyArray<string>) =>
+                Effect.zipRight(
+                  Ref.update(groups, (g) => [...g, batch]),
+                  Effect.asVoid(store.appendMany(batch.map(remind)))
+                )
+            }).run
+          )
+          yield* eventually(Effect.map(work.stats(["group"]), (s) => s[0]?.claimed === 10))
+          yield* Deferred.succeed(release, undefined)
+          yield* eventually(
+            Effect.map(
+              Effect.forEach(keys, (k) => item("group", k)),
+              (items) => items.every((i) => i.status !== "claimed")
+            )
+          )
+          yield* Fiber.interrupt(fiber)
+          for (const key of keys) {
+            const recorded = yield* item("group", key)
+            if (key === "g3") {
+              expect(recorded).toMatchObject({ status: "pending", dueAt: at(300_000) })
+              expect(recorded.lastError).toContain("WrongExpectedVersion")
+            } else {
+              expect(recorded.status).toBe("done")
+              expect((yield* store.readStream(`reminder-${key}`)).length).toBe(1)
+            }
+          }
+          // Fewer transactions than outcomes: the ones that finished during a commit went together.
+          const seen = yield* Ref.get(groups)
+          expect(seen.length).toBeLessThan(keys.length)
+          expect(seen.flat().sort()).toEqual([...keys].sort())
+        })
+      )
+  )
 })
