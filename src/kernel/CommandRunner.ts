@@ -8,7 +8,13 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option, Schedule } from "effect"
 import { AppendSignal } from "../eventstore/AppendSignal.js"
-import { type EventMetadata, EventStore, type NewEvent, type StoredEvent } from "../eventstore/EventStore.js"
+import {
+  type AppendResult,
+  type EventMetadata,
+  EventStore,
+  type NewEvent,
+  type StoredEvent
+} from "../eventstore/EventStore.js"
 import type { DomainEvent } from "../eventstore/EventType.js"
 import type { AppendError, EventDecodeError } from "../eventstore/errors.js"
 import { insertPublicEvents, type PublicEventRow } from "../eventstore/PublicEvents.js"
@@ -37,6 +43,13 @@ export interface LoadedAggregate<S> {
   readonly version: number
 }
 
+/** One command of `executeMany`; `loaded` (the stream as the caller already read it) skips the load. */
+export interface StreamCommand<C, S> {
+  readonly streamId: string
+  readonly command: C
+  readonly loaded?: LoadedAggregate<S>
+}
+
 export type CommandError<Err> = Err | AppendError | EventDecodeError | SqlError
 
 export interface CommandRunnerShape {
@@ -50,6 +63,26 @@ export interface CommandRunnerShape {
     decider: Decider<C, E, S, Err>,
     streamId: string
   ) => Effect.Effect<LoadedAggregate<S>, EventDecodeError | SqlError>
+  /**
+   * Loads many streams of one aggregate type in one query. With `from`, only the events after it are
+   * read and folded onto it (a cached aggregate brought up to date). Absent streams load as initial.
+   */
+  readonly loadMany: <C, E extends DomainEvent, S, Err>(
+    decider: Decider<C, E, S, Err>,
+    streams: ReadonlyArray<{ readonly streamId: string; readonly from?: LoadedAggregate<S> }>
+  ) => Effect.Effect<ReadonlyMap<string, LoadedAggregate<S>>, EventDecodeError | SqlError>
+  /**
+   * Many commands on distinct streams of one aggregate type as ONE transaction (joining the caller's):
+   * one bulk load (of the streams not given as `loaded`), every decision, one multi-stream append
+   * (all or nothing), the inline projections once for all the events, the public events. A conflict on
+   * any stream fails the whole call (nothing of it commits) and is not retried here: the caller
+   * decides (e.g. to run the commands one by one with `execute`). Results in command order.
+   */
+  readonly executeMany: <C, E extends DomainEvent, S, Err>(
+    decider: Decider<C, E, S, Err>,
+    commands: ReadonlyArray<StreamCommand<C, S>>,
+    options?: Pick<ExecuteOptions, "metadata">
+  ) => Effect.Effect<ReadonlyArray<CommandResult<S, E>>, CommandError<Err>>
 }
 
 export class CommandRunner extends Context.Tag("CommandRunner")<CommandRunner, CommandRunnerShape>() {}
@@ -77,6 +110,11 @@ export const makeCommandRunner = Effect.gen(function* () {
   const signal = yield* AppendSignal
   const projections = yield* Projections
   const mailbox: KeyedMailbox = makeKeyedMailbox()
+  /** Joins the caller's transaction (no savepoint round trips) or opens one. */
+  const inTransaction = <A, E2, R2>(effect: Effect.Effect<A, E2, R2>) =>
+    Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (tx) =>
+      Option.isSome(tx) ? effect : sql.withTransaction(effect)
+    )
 
   const decodeAll = <C, E extends DomainEvent, S, Err>(
     decider: Decider<C, E, S, Err>,
@@ -144,6 +182,77 @@ export const makeCommandRunner = Effect.gen(function* () {
       Effect.catchAllCause((cause) => Effect.logWarning(`snapshot of ${streamId} not written`, cause))
     )
 
+  const toNewEvents = <C, E extends DomainEvent, S, Err>(
+    decider: Decider<C, E, S, Err>,
+    decided: ReadonlyArray<E>,
+    eventIds?: (index: number) => string
+  ): ReadonlyArray<NewEvent> =>
+    decided.map((event, index) => {
+      const eventType = decider.eventTypes.get(event.type)
+      if (!eventType) throw new Error(`${decider.streamType} decided an unknown event ${event.type}`)
+      const id = eventIds?.(index)
+      return id === undefined ? { eventType, data: event.data } : { eventType, data: event.data, id }
+    })
+
+  /** The events as recorded, from what was appended: no re-read, no decrypt, no decode. */
+  const recordedOf = <E extends DomainEvent>(
+    decided: ReadonlyArray<E>,
+    newEvents: ReadonlyArray<NewEvent>,
+    appended: AppendResult,
+    fromVersion: number,
+    metadata: EventMetadata
+  ): ReadonlyArray<Recorded<E>> =>
+    decided.map((event, i) => ({
+      ...event,
+      globalPosition: appended.positions[i] ?? 0,
+      transactionId: appended.transactionId,
+      streamId: appended.streamId,
+      streamVersion: fromVersion + i + 1,
+      eventId: appended.eventIds[i] ?? "",
+      schemaVersion: newEvents[i]?.eventType.version ?? 1,
+      metadata,
+      recordedAt: appended.recordedAt
+    }))
+
+  /** Folds recorded events onto the loaded state, collecting the public events they publish. */
+  const evolveRecorded = <C, E extends DomainEvent, S, Err>(
+    decider: Decider<C, E, S, Err>,
+    state: S,
+    recorded: ReadonlyArray<Recorded<E>>,
+    publicRows: Array<PublicEventRow>
+  ): S => {
+    for (const event of recorded) {
+      state = decider.evolve(state, event)
+      const drafts = decider.publicEvents?.(event, state) ?? []
+      for (const [i, draft] of drafts.entries()) {
+        publicRows.push({
+          id: publicEventId(event.eventId, i),
+          type: draft.type,
+          data: draft.data,
+          occurredAt: event.recordedAt,
+          sourceEventId: event.eventId,
+          streamId: event.streamId,
+          ...(draft.subjectId === undefined ? {} : { subjectId: draft.subjectId })
+        })
+      }
+    }
+    return state
+  }
+
+  /** Inline projections and public events of just-appended events, in the append's transaction. */
+  const project = (recorded: ReadonlyArray<Recorded>, publicRows: ReadonlyArray<PublicEventRow>) =>
+    Effect.gen(function* () {
+      for (const projection of projections) {
+        const relevant = recorded.filter((e) => projection.eventTypes.has(e.type))
+        if (relevant.length === 0) continue
+        yield* sql`SELECT pg_advisory_xact_lock_shared(${PROJECTION_LOCK_CLASS}, hashtext(${projection.name}))`
+        yield* projection.apply(relevant, liveTarget).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+      }
+      if (publicRows.length > 0) {
+        yield* insertPublicEvents(publicRows).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+      }
+    })
+
   /** One attempt: load, decide, and commit everything in one transaction. */
   const attempt = <C, E extends DomainEvent, S, Err>(
     decider: Decider<C, E, S, Err>,
@@ -161,12 +270,8 @@ export const makeCommandRunner = Effect.gen(function* () {
           loaded
         }
       }
-      const newEvents: ReadonlyArray<NewEvent> = decided.map((event, index) => {
-        const eventType = decider.eventTypes.get(event.type)
-        if (!eventType) throw new Error(`${decider.streamType} decided an unknown event ${event.type}`)
-        const id = options.eventIds?.(index)
-        return id === undefined ? { eventType, data: event.data } : { eventType, data: event.data, id }
-      })
+      const newEvents = toNewEvents(decider, decided, options.eventIds)
+      const metadata = options.metadata ?? {}
       const committed = yield* sql.withTransaction(
         Effect.gen(function* () {
           const appended = yield* store.append({
@@ -174,53 +279,111 @@ export const makeCommandRunner = Effect.gen(function* () {
             streamType: decider.streamType,
             expectedVersion: loaded.version,
             events: newEvents,
-            ...(options.metadata ? { metadata: options.metadata } : {})
+            metadata
           })
-          // The events as recorded, from what was appended: no re-read, no decrypt, no decode.
-          const recorded: ReadonlyArray<Recorded<E>> = decided.map((event, i) => ({
-            ...event,
-            globalPosition: appended.positions[i] ?? 0,
-            transactionId: appended.transactionId,
-            streamId,
-            streamVersion: loaded.version + i + 1,
-            eventId: appended.eventIds[i] ?? "",
-            schemaVersion: newEvents[i]?.eventType.version ?? 1,
-            metadata: options.metadata ?? {},
-            recordedAt: appended.recordedAt
-          }))
-          for (const projection of projections) {
-            const relevant = recorded.filter((e) => projection.eventTypes.has(e.type))
-            if (relevant.length === 0) continue
-            yield* sql`SELECT pg_advisory_xact_lock_shared(${PROJECTION_LOCK_CLASS}, hashtext(${projection.name}))`
-            yield* projection
-              .apply(relevant, liveTarget)
-              .pipe(Effect.provideService(SqlClient.SqlClient, sql))
-          }
-          let state = loaded.state
-          const publicRows: PublicEventRow[] = []
-          for (const event of recorded) {
-            state = decider.evolve(state, event)
-            const drafts = decider.publicEvents?.(event, state) ?? []
-            for (const [i, draft] of drafts.entries()) {
-              publicRows.push({
-                id: publicEventId(event.eventId, i),
-                type: draft.type,
-                data: draft.data,
-                occurredAt: event.recordedAt,
-                sourceEventId: event.eventId,
-                streamId,
-                ...(draft.subjectId === undefined ? {} : { subjectId: draft.subjectId })
-              })
-            }
-          }
-          if (publicRows.length > 0) {
-            yield* insertPublicEvents(publicRows).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-          }
+          const recorded = recordedOf(decided, newEvents, appended, loaded.version, metadata)
+          const publicRows: Array<PublicEventRow> = []
+          const state = evolveRecorded(decider, loaded.state, recorded, publicRows)
+          yield* project(recorded, publicRows)
           return { state, version: appended.version, events: recorded }
         })
       )
       return { result: committed, committed: true, loaded }
     })
+
+  const loadMany = <C, E extends DomainEvent, S, Err>(
+    decider: Decider<C, E, S, Err>,
+    streams: ReadonlyArray<{ readonly streamId: string; readonly from?: LoadedAggregate<S> }>
+  ) =>
+    Effect.gen(function* () {
+      const loaded = new Map<string, LoadedAggregate<S>>()
+      if (streams.length === 0) return loaded
+      // Snapshots are per stream: such aggregates load one by one (none of the bulk users has one).
+      if (decider.snapshot) {
+        for (const s of streams) {
+          if (s.from !== undefined) continue
+          const { state, version } = yield* load(decider, s.streamId)
+          loaded.set(s.streamId, { state, version })
+        }
+      }
+      const rest = streams.filter((s) => !loaded.has(s.streamId))
+      const read = yield* store.readStreams(
+        rest.map((s) => ({ streamId: s.streamId, fromVersion: s.from?.version ?? 0 }))
+      )
+      for (const s of rest) {
+        const base = s.from ?? { state: decider.initialState, version: 0 }
+        const stored = read.get(s.streamId) ?? []
+        const events = yield* decodeAll(decider, stored)
+        const last = stored[stored.length - 1]
+        loaded.set(s.streamId, {
+          state: events.reduce(decider.evolve, base.state),
+          version: last ? last.streamVersion : base.version
+        })
+      }
+      return loaded
+    }).pipe(Effect.withSpan("CommandRunner.loadMany", { attributes: { "streams.count": streams.length } }))
+
+  const executeMany = <C, E extends DomainEvent, S, Err>(
+    decider: Decider<C, E, S, Err>,
+    commands: ReadonlyArray<StreamCommand<C, S>>,
+    options: Pick<ExecuteOptions, "metadata"> = {}
+  ) =>
+    Effect.gen(function* () {
+      const toLoad = commands.filter((c) => c.loaded === undefined).map((c) => ({ streamId: c.streamId }))
+      const loadedNow = yield* loadMany(decider, toLoad)
+      const decisions: Array<{
+        readonly loaded: LoadedAggregate<S>
+        readonly decided: ReadonlyArray<E>
+        readonly newEvents: ReadonlyArray<NewEvent>
+      }> = []
+      for (const c of commands) {
+        const loaded = c.loaded ?? loadedNow.get(c.streamId) ?? { state: decider.initialState, version: 0 }
+        const decided = yield* decider.decide(c.command, loaded.state)
+        decisions.push({ loaded, decided, newEvents: toNewEvents(decider, decided) })
+      }
+      const appending = commands.flatMap((c, i) => {
+        const d = decisions[i]
+        return d === undefined || d.decided.length === 0 ? [] : [{ streamId: c.streamId, index: i, ...d }]
+      })
+      const unchanged = (i: number): CommandResult<S, E> => {
+        const loaded = decisions[i]?.loaded ?? { state: decider.initialState, version: 0 }
+        return { state: loaded.state, version: loaded.version, events: [] }
+      }
+      if (appending.length === 0) return commands.map((_, i) => unchanged(i))
+      const metadata = options.metadata ?? {}
+      const results = yield* inTransaction(
+        Effect.gen(function* () {
+          const appended = yield* store.appendMany(
+            appending.map((a) => ({
+              streamId: a.streamId,
+              streamType: decider.streamType,
+              expectedVersion: a.loaded.version,
+              events: a.newEvents,
+              metadata
+            }))
+          )
+          const publicRows: Array<PublicEventRow> = []
+          const all: Array<Recorded<E>> = []
+          const byIndex = new Map<number, CommandResult<S, E>>()
+          appending.forEach((a, k) => {
+            const result = appended[k]
+            if (result === undefined) return
+            const recorded = recordedOf(a.decided, a.newEvents, result, a.loaded.version, metadata)
+            const state = evolveRecorded(decider, a.loaded.state, recorded, publicRows)
+            for (const r of recorded) all.push(r)
+            byIndex.set(a.index, { state, version: result.version, events: recorded })
+          })
+          yield* project(all, publicRows)
+          return commands.map((_, i) => byIndex.get(i) ?? unchanged(i))
+        })
+      )
+      yield* signal.notify
+      return results
+    }).pipe(
+      Effect.withSpan("CommandRunner.executeMany", {
+        attributes: { "aggregate.type": decider.streamType, "commands.count": commands.length }
+      })
+    )
 
   const runner: CommandRunnerShape = {
     execute: (decider, streamId, command, options = {}) =>
@@ -254,7 +417,9 @@ export const makeCommandRunner = Effect.gen(function* () {
           })
         ),
     load: (decider, streamId) =>
-      Effect.map(load(decider, streamId), ({ state, version }) => ({ state, version }))
+      Effect.map(load(decider, streamId), ({ state, version }) => ({ state, version })),
+    loadMany,
+    executeMany
   }
   return runner
 })

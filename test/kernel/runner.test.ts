@@ -273,4 +273,104 @@ layer(TestLayer, { excludeTestServices: true, timeout: 120_000 })("command runne
       expect(yield* runner.load(SnapshottingAccountDecider, "account-r7")).toEqual(withoutSnapshot)
     })
   )
+
+  it.effect("executeMany: many streams in one transaction, projected and published like execute", () =>
+    Effect.gen(function* () {
+      const runner = yield* CommandRunner
+      const store = yield* EventStore
+      const sql = yield* SqlClient.SqlClient
+      yield* runner.execute(AccountDecider, "account-m1", {
+        _tag: "Open",
+        accountId: "m1",
+        owner: "Mia",
+        currency: "USD"
+      })
+      const results = yield* runner.executeMany(
+        AccountDecider,
+        [
+          { streamId: "account-m1", command: { _tag: "Deposit", accountId: "m1", amount: 40 } },
+          {
+            streamId: "account-m2",
+            command: { _tag: "Open", accountId: "m2", owner: "Noor", currency: "EUR" }
+          },
+          {
+            streamId: "account-m3",
+            command: { _tag: "Open", accountId: "m3", owner: "Oli", currency: "EUR" }
+          }
+        ],
+        { metadata: { correlationId: "corr-many" } }
+      )
+      expect(results.map((r) => [r.version, r.events.map((e) => e.type)])).toEqual([
+        [2, ["account.deposited"]],
+        [1, ["account.opened"]],
+        [1, ["account.opened"]]
+      ])
+      // One transaction; the reported events are the stored ones.
+      expect(new Set(results.map((r) => r.events[0]?.transactionId)).size).toBe(1)
+      const m1 = yield* store.readStream("account-m1")
+      expect(m1[1]?.eventId).toBe(results[0]?.events[0]?.eventId)
+      expect(m1[1]?.globalPosition).toBe(results[0]?.events[0]?.globalPosition)
+      expect(m1[1]?.metadata.correlationId).toBe("corr-many")
+      expect(results[0]?.state.balance).toBe(40)
+      // Projected, and public events written, as `execute` would.
+      expect(yield* readAccount("m1")).toMatchObject({ balance: 40, version: 2 })
+      expect(yield* readAccount("m2")).toMatchObject({ owner: "Noor", version: 1 })
+      const pub = yield* sql<{ streamId: string }>`
+        SELECT stream_id AS "streamId" FROM event_store.public_events
+         WHERE stream_id IN ('account-m2', 'account-m3') ORDER BY stream_id`
+      expect(pub.map((p) => p.streamId)).toEqual(["account-m2", "account-m3"])
+
+      // loadMany: several streams in one read, absent ones as initial state, `from` brings a cached
+      // aggregate up to date.
+      const loaded = yield* runner.loadMany(AccountDecider, [
+        { streamId: "account-m1" },
+        { streamId: "account-nope" }
+      ])
+      expect(loaded.get("account-m1")).toEqual(yield* runner.load(AccountDecider, "account-m1"))
+      expect(loaded.get("account-nope")).toEqual({ state: AccountDecider.initialState, version: 0 })
+      const cached = loaded.get("account-m1")
+      if (cached === undefined) return expect.fail("not loaded")
+      yield* runner.execute(AccountDecider, "account-m1", { _tag: "Deposit", accountId: "m1", amount: 2 })
+      const updated = yield* runner.loadMany(AccountDecider, [{ streamId: "account-m1", from: cached }])
+      expect(updated.get("account-m1")).toMatchObject({ version: 3, state: { balance: 42 } })
+    })
+  )
+
+  it.effect("executeMany is all or nothing: a domain error or a stale version writes nothing", () =>
+    Effect.gen(function* () {
+      const runner = yield* CommandRunner
+      const store = yield* EventStore
+      yield* runner.execute(AccountDecider, "account-m4", {
+        _tag: "Open",
+        accountId: "m4",
+        owner: "Pia",
+        currency: "USD"
+      })
+      const refused = yield* Effect.flip(
+        runner.executeMany(AccountDecider, [
+          { streamId: "account-m5", command: { _tag: "Open", accountId: "m5", owner: "Q", currency: "USD" } },
+          { streamId: "account-m4", command: { _tag: "Withdraw", accountId: "m4", amount: 1 } }
+        ])
+      )
+      expect(refused._tag).toBe("InsufficientFunds")
+      expect((yield* store.streamInfo("account-m5"))._tag).toBe("None")
+
+      // A caller-supplied `loaded` that is stale: the multi-stream append refuses all of it.
+      const stale = yield* runner.load(AccountDecider, "account-m4")
+      yield* runner.execute(AccountDecider, "account-m4", { _tag: "Deposit", accountId: "m4", amount: 5 })
+      const conflict = yield* Effect.flip(
+        runner.executeMany(AccountDecider, [
+          { streamId: "account-m6", command: { _tag: "Open", accountId: "m6", owner: "R", currency: "USD" } },
+          {
+            streamId: "account-m4",
+            command: { _tag: "Deposit", accountId: "m4", amount: 1 },
+            loaded: stale
+          }
+        ])
+      )
+      expect(conflict._tag).toBe("WrongExpectedVersion")
+      expect((yield* store.streamInfo("account-m6"))._tag).toBe("None")
+      expect(yield* readAccount("m4")).toMatchObject({ balance: 5, version: 2 })
+    })
+  )
 })
