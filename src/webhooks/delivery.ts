@@ -13,7 +13,7 @@ import { Duration, Effect, Option } from "effect"
 import { AppConfig } from "../config.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import type { PublicEvent } from "../eventstore/PublicEvents.js"
-import { CommandRunner } from "../kernel/CommandRunner.js"
+import { CommandRunner, type LoadedAggregate, type StreamCommand } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import * as Time from "../kernel/Time.js"
 import { NotificationDecider, notificationStream } from "../notifications/decider.js"
@@ -24,7 +24,7 @@ import { subscriptionProcessor } from "../processors/Subscription.js"
 import type { Processor } from "../processors/Supervisor.js"
 import { WEBHOOK_EVENT_TYPES } from "./catalogue.js"
 import {
-  type AttemptOutcome,
+  type DeliveryCommand,
   DeliveryDecider,
   type DeliveryState,
   DISABLE_AFTER_MS,
@@ -35,8 +35,14 @@ import {
   type WebhookState,
   webhookStream
 } from "./decider.js"
-import { EXCERPT_CHARS } from "./projection.js"
-import { liveEndpoints, ownerEmail, publicEventById } from "./queries.js"
+import { excerptOf } from "./projection.js"
+import {
+  type DeliverableEvent,
+  liveEndpoints,
+  ownerEmail,
+  publicEventById,
+  publicEventsByIds
+} from "./queries.js"
 import { deliveryBody, deliveryHeaders } from "./signature.js"
 import { type AttemptResult, attempt } from "./transport.js"
 
@@ -65,7 +71,11 @@ const DELIVERER: EventMetadata = { actor: { type: "system", id: "webhook-deliver
 
 // --- Dispatcher ---------------------------------------------------------------------------------------
 
-/** Creates the deliveries of one batch of public events, inside the subscription's batch transaction. */
+/**
+ * Creates the deliveries of one batch of public events, inside the subscription's batch transaction:
+ * all of them with one multi-stream append and one due-work insert (a replayed batch finds its
+ * deliveries already created and schedules nothing again).
+ */
 export const dispatchEvents = (events: ReadonlyArray<PublicEvent>) =>
   Effect.gen(function* () {
     const runner = yield* CommandRunner
@@ -73,25 +83,32 @@ export const dispatchEvents = (events: ReadonlyArray<PublicEvent>) =>
     const endpoints = yield* liveEndpoints
     if (endpoints.length === 0) return 0
     const now = yield* Time.now
-    let created = 0
+    const commands: Array<StreamCommand<DeliveryCommand, DeliveryState>> = []
+    const schedules: Array<ScheduleInput> = []
     for (const event of events) {
       for (const endpoint of endpoints) {
         // An endpoint gets what happened after it was registered, not the history before it.
         if (!endpoint.events.includes(event.type) || event.occurredAt < endpoint.createdAt) continue
         const deliveryId = deliveryIdOf(event.id, endpoint.id, event.occurredAt)
-        const result = yield* runner.execute(
-          DeliveryDecider,
-          deliveryStream(deliveryId),
-          { _tag: "Create", deliveryId, webhookId: endpoint.id, eventId: event.id, eventType: event.type },
-          { metadata: DISPATCHER }
-        )
-        // Already dispatched (a replayed batch): its attempts are already scheduled.
-        if (result.events.length === 0) continue
-        yield* work.schedule(deliveryWork(deliveryId, endpoint.id, now))
-        created++
+        commands.push({
+          streamId: deliveryStream(deliveryId),
+          command: {
+            _tag: "Create",
+            deliveryId,
+            webhookId: endpoint.id,
+            eventId: event.id,
+            eventType: event.type
+          }
+        })
+        schedules.push(deliveryWork(deliveryId, endpoint.id, now))
       }
     }
-    return created
+    if (commands.length === 0) return 0
+    const results = yield* runner.executeMany(DeliveryDecider, commands, { metadata: DISPATCHER })
+    // Already dispatched (a replayed batch): its attempts are already scheduled.
+    const created = schedules.filter((_, i) => (results[i]?.events.length ?? 0) > 0)
+    yield* work.scheduleMany(created)
+    return created.length
   })
 
 /** The dispatcher processor (`ROLE=worker|all`). */
@@ -200,11 +217,14 @@ export const handleDisableCheck = (item: DueItem) =>
 
 // --- Attempts -----------------------------------------------------------------------------------------
 
-const excerpt = (text: string | null) => (text === null ? null : text.slice(0, EXCERPT_CHARS))
+const excerpt = (text: string | null) => (text === null ? null : excerptOf(text))
+
+/** Recorded with other attempts' outcomes in one transaction (see `dueWorker`'s `recordBatched`). */
+type BatchedAttempt = StreamCommand<DeliveryCommand, DeliveryState>
 
 /** What the attempt's outcome records, and what else it changes (health, alerts, the schedule). */
 export const recordOutcome = (
-  delivery: DeliveryState,
+  loaded: LoadedAggregate<DeliveryState>,
   endpoint: WebhookState,
   result: AttemptResult,
   attemptedAt: Date
@@ -213,6 +233,7 @@ export const recordOutcome = (
     const runner = yield* CommandRunner
     const work = yield* DueWork
     const finishedAt = yield* Time.now
+    const delivery = loaded.state
     const { deliveryId, webhookId } = delivery
     const trigger = delivery.manual ? "manual" : "auto"
     const failures = delivery.autoFailures + (trigger === "auto" && !result.ok ? 1 : 0)
@@ -220,7 +241,8 @@ export const recordOutcome = (
       result.ok || result.gone || trigger === "manual"
         ? undefined
         : nextAttemptAt(failures, finishedAt, result.retryAfterSeconds)
-    const outcome: AttemptOutcome = {
+    const command: DeliveryCommand = {
+      _tag: "RecordAttempt",
       trigger,
       attemptedAt,
       succeeded: result.ok,
@@ -231,19 +253,21 @@ export const recordOutcome = (
       responseExcerpt: excerpt(result.responseExcerpt),
       nextAttemptAt: next
     }
-    const onEndpoint = (command: Parameters<typeof WebhookDecider.decide>[0]) =>
-      runner.execute(WebhookDecider, webhookStream(webhookId), command, { metadata: DELIVERER })
+    const onEndpoint = (endpointCommand: Parameters<typeof WebhookDecider.decide>[0]) =>
+      runner.execute(WebhookDecider, webhookStream(webhookId), endpointCommand, { metadata: DELIVERER })
+    const recordAttempt = runner.execute(DeliveryDecider, deliveryStream(deliveryId), command, {
+      metadata: DELIVERER
+    })
+    const seventhFailure = !result.ok && !result.gone && trigger === "auto" && next === undefined
+    // Most outcomes only record the attempt: those can be group-committed with others. The rest also
+    // change the endpoint (recovery, 410, the 7th failure) and are recorded alone.
+    const onlyTheAttempt = result.ok ? endpoint.status !== "failing" : !result.gone && !seventhFailure
     const writes = Effect.gen(function* () {
-      yield* runner.execute(
-        DeliveryDecider,
-        deliveryStream(deliveryId),
-        { _tag: "RecordAttempt", ...outcome },
-        { metadata: DELIVERER }
-      )
+      yield* recordAttempt
+      if (onlyTheAttempt) return
       if (result.ok) {
         // Only a failing endpoint has anything to recover (as loaded for this attempt: if it turned
         // failing meanwhile, the next success recovers it).
-        if (endpoint.status !== "failing") return
         const recovered = yield* onEndpoint({ _tag: "MarkSucceeded", deliveryId })
         if (recovered.events.length > 0) yield* work.cancel(DISABLE_CHECK_KIND, webhookId)
       } else if (result.gone) {
@@ -259,7 +283,7 @@ export const recordOutcome = (
         )
         yield* onEndpoint({ _tag: "Disable", reason: "gone", deliveryId })
         yield* work.cancel(DISABLE_CHECK_KIND, webhookId)
-      } else if (trigger === "auto" && next === undefined) {
+      } else {
         // The 7th failure: the endpoint is failing; its disable clock runs from now.
         const marked = yield* onEndpoint({ _tag: "MarkFailing", at: finishedAt, deliveryId })
         if (marked.events.length > 0) {
@@ -272,19 +296,30 @@ export const recordOutcome = (
         }
       }
     })
+    const batched: BatchedAttempt | undefined = onlyTheAttempt
+      ? { streamId: deliveryStream(deliveryId), command, loaded }
+      : undefined
+    const recorded = { inTransaction: writes, ...(batched === undefined ? {} : { batched }) }
     return next === undefined
-      ? DueOutcome.done({ inTransaction: writes })
-      : DueOutcome.retry({ at: next, error: result.error ?? "failed", inTransaction: writes })
+      ? DueOutcome.done(recorded)
+      : DueOutcome.retry({ at: next, error: result.error ?? "failed", ...recorded })
   })
 
-export const handleDelivery = (item: DueItem) =>
+/** What an attempt reads: the delivery, its endpoint and the public event it sends. */
+interface AttemptContext {
+  readonly delivery: LoadedAggregate<DeliveryState>
+  readonly endpoint: WebhookState
+  readonly event: Option.Option<DeliverableEvent>
+}
+
+/** Makes one attempt (the HTTP POST, outside any transaction) and decides what it records. */
+const attemptDelivery = (item: DueItem, context: AttemptContext) =>
   Effect.gen(function* () {
     const runner = yield* CommandRunner
     const config = yield* AppConfig
     const deliveryId = item.key
-    const { state: delivery } = yield* runner.load(DeliveryDecider, deliveryStream(deliveryId))
-    if (delivery.status !== "pending") return DueOutcome.done()
-    const { state: endpoint } = yield* loadEndpoint(delivery.webhookId)
+    const { delivery, endpoint, event } = context
+    if (delivery.state.status !== "pending") return DueOutcome.done()
     // Deleted: its log went with it; nothing to record.
     if (!endpoint.exists || endpoint.deleted) return DueOutcome.done()
     const abandon = (reason: string) =>
@@ -299,8 +334,7 @@ export const handleDelivery = (item: DueItem) =>
         )
       })
     if (endpoint.status === "disabled") return abandon("endpoint disabled")
-    const event = yield* publicEventById(delivery.eventId)
-    if (Option.isNone(event)) return abandon(`event ${delivery.eventId} no longer exists`)
+    if (Option.isNone(event)) return abandon(`event ${delivery.state.eventId} no longer exists`)
     const attemptedAt = yield* Time.now
     const secrets = signingSecrets(endpoint, attemptedAt)
     if (secrets.current === undefined) return abandon("the endpoint's secret was destroyed")
@@ -309,7 +343,7 @@ export const handleDelivery = (item: DueItem) =>
       url: endpoint.url,
       headers: deliveryHeaders({
         deliveryId,
-        eventType: delivery.eventType,
+        eventType: delivery.state.eventType,
         timestamp: Math.floor(attemptedAt.getTime() / 1000),
         body,
         secret: secrets.current,
@@ -323,6 +357,67 @@ export const handleDelivery = (item: DueItem) =>
     return yield* recordOutcome(delivery, endpoint, result, attemptedAt)
   }).pipe(Effect.annotateLogs({ "webhook.delivery": item.key }))
 
+/** One claimed delivery, read on its own (three queries; the worker reads a whole batch at once). */
+export const handleDelivery = (item: DueItem) =>
+  Effect.gen(function* () {
+    const runner = yield* CommandRunner
+    const delivery = yield* runner.load(DeliveryDecider, deliveryStream(item.key))
+    const { state: endpoint } = yield* loadEndpoint(delivery.state.webhookId)
+    const event = yield* publicEventById(delivery.state.eventId)
+    return yield* attemptDelivery(item, { delivery, endpoint, event })
+  })
+
+/**
+ * Reads what the attempts of a claimed batch need in three queries for the whole batch: the delivery
+ * streams, what is new on their endpoints' streams (endpoints stay cached, brought up to date on each
+ * batch) and their public events.
+ */
+const makeBatchReader = () => {
+  const endpoints = new Map<string, LoadedAggregate<WebhookState>>()
+  const contexts = new Map<string, AttemptContext>()
+  const prepare = (items: ReadonlyArray<DueItem>) =>
+    Effect.gen(function* () {
+      const runner = yield* CommandRunner
+      const deliveries = yield* runner.loadMany(
+        DeliveryDecider,
+        items.map((i) => ({ streamId: deliveryStream(i.key) }))
+      )
+      const pending = [...deliveries.values()].filter((d) => d.state.status === "pending")
+      const webhookIds = [...new Set(pending.map((d) => d.state.webhookId))]
+      const fresh = yield* runner.loadMany(
+        WebhookDecider,
+        webhookIds.map((id) => {
+          const cached = endpoints.get(id)
+          return cached === undefined
+            ? { streamId: webhookStream(id) }
+            : { streamId: webhookStream(id), from: cached }
+        })
+      )
+      for (const id of webhookIds) {
+        const loaded = fresh.get(webhookStream(id))
+        if (loaded !== undefined) endpoints.set(id, loaded)
+      }
+      const events = yield* publicEventsByIds([...new Set(pending.map((d) => d.state.eventId))])
+      for (const item of items) {
+        const delivery = deliveries.get(deliveryStream(item.key))
+        if (delivery === undefined) continue
+        const endpoint = endpoints.get(delivery.state.webhookId)?.state ?? WebhookDecider.initialState
+        contexts.set(item.id, {
+          delivery,
+          endpoint,
+          event: Option.fromNullable(events.get(delivery.state.eventId))
+        })
+      }
+    })
+  const handle = (item: DueItem) => {
+    const context = contexts.get(item.id)
+    if (context === undefined) return handleDelivery(item)
+    contexts.delete(item.id)
+    return attemptDelivery(item, context)
+  }
+  return { prepare, handle }
+}
+
 type WorkerServices = SqlClient.SqlClient | AppConfig | CommandRunner | DueWork
 
 /** The attempt worker (`ROLE=worker|all`): `WEBHOOK_CONCURRENCY` at once, per endpoint capped. */
@@ -330,20 +425,24 @@ export const webhookDeliveryWorker = (): Processor<WorkerServices> => {
   const name = "webhook-delivery"
   return {
     name,
-    run: Effect.flatMap(
-      AppConfig,
-      (config) =>
-        dueWorker({
-          name,
-          kinds: [DELIVERY_KIND],
-          concurrency: config.webhooks.concurrency,
-          groupCap: config.webhooks.endpointConcurrency,
-          // The 30 s deadline, recording, and a margin: a live attempt never loses its claim.
-          leaseTtl: Duration.seconds(90),
-          maxAttempts: 20,
-          handle: handleDelivery
-        }).run
-    )
+    run: Effect.flatMap(AppConfig, (config) => {
+      const reader = makeBatchReader()
+      return dueWorker({
+        name,
+        kinds: [DELIVERY_KIND],
+        concurrency: config.webhooks.concurrency,
+        groupCap: config.webhooks.endpointConcurrency,
+        // The 30 s deadline, recording, and a margin: a live attempt never loses its claim.
+        leaseTtl: Duration.seconds(90),
+        maxAttempts: 20,
+        prepare: reader.prepare,
+        handle: reader.handle,
+        recordBatched: (batch: ReadonlyArray<BatchedAttempt>) =>
+          Effect.flatMap(CommandRunner, (runner) =>
+            runner.executeMany(DeliveryDecider, batch, { metadata: DELIVERER })
+          )
+      }).run
+    })
   }
 }
 

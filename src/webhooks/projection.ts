@@ -71,11 +71,14 @@ export const runsOf = (events: ReadonlyArray<Event>): ReadonlyArray<Run> => {
 }
 
 /**
- * Lone UTF-16 surrogates (an excerpt cut inside a pair) as U+FFFD, as a text parameter would store
- * them: jsonb rejects them.
+ * The first EXCERPT_CHARS of a response, never cut inside a UTF-16 surrogate pair: a lone surrogate
+ * is not valid JSON text for jsonb (the event's append would fail).
  */
-const wellFormed = (text: string) =>
-  text.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, "\uFFFD")
+export const excerptOf = (text: string) => {
+  if (text.length <= EXCERPT_CHARS) return text
+  const code = text.charCodeAt(EXCERPT_CHARS - 1)
+  return text.slice(0, code >= 0xd800 && code <= 0xdbff ? EXCERPT_CHARS - 1 : EXCERPT_CHARS)
+}
 
 /** A `created` event as a JSON row (timestamps as ISO strings, cast back by the statement). */
 const createdRow = (e: Created) => ({
@@ -101,8 +104,7 @@ const attemptedRow = (e: Attempted) => {
     duration_ms: d.durationMs,
     error_class: d.errorClass,
     error: d.error,
-    response_excerpt:
-      d.responseExcerpt === null ? null : wellFormed(d.responseExcerpt.slice(0, EXCERPT_CHARS)),
+    response_excerpt: d.responseExcerpt === null ? null : excerptOf(d.responseExcerpt),
     next_attempt_at: d.nextAttemptAt === null ? null : d.nextAttemptAt.toISOString(),
     status: d.succeeded ? "succeeded" : d.nextAttemptAt === null ? "failed" : "pending",
     version: e.streamVersion,

@@ -205,13 +205,28 @@ export const failedDeliveriesSince = (webhookId: string, since: Date, limit: num
   )
 
 /** The public event a delivery carries (its snapshot as of the event). */
+/** A public event as a delivery sends it. */
+export interface DeliverableEvent {
+  readonly id: string
+  readonly type: string
+  readonly data: unknown
+  readonly occurredAt: Date
+}
+
 export const publicEventById = (eventId: string) =>
+  Effect.map(publicEventsByIds([eventId]), (found) => Option.fromNullable(found.get(eventId)))
+
+/** Public events by id, in one query (the events of a claimed batch of deliveries). */
+export const publicEventsByIds = (eventIds: ReadonlyArray<string>) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.map(
-      sql<{ readonly id: string; readonly type: string; readonly data: unknown; readonly occurredAt: Date }>`
-        SELECT id, type, data, occurred_at AS "occurredAt" FROM event_store.public_events WHERE id = ${eventId}`,
-      (rows) => Option.fromNullable(rows[0])
-    )
+    eventIds.length === 0
+      ? Effect.succeed(new Map<string, DeliverableEvent>())
+      : Effect.map(
+          sql<DeliverableEvent>`
+            SELECT id, type, data, occurred_at AS "occurredAt" FROM event_store.public_events
+             WHERE id = ANY(${[...eventIds]})`,
+          (rows) => new Map(rows.map((r) => [r.id, r]))
+        )
   )
 
 /** The email of whoever registered an endpoint: the admin user, or the user who made the API key. */

@@ -296,7 +296,8 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("Webhooks
       const attempts = single.attempts.map((r) => `${r.delivery_id}#${r.attempt}`)
       expect(attempts).toEqual(["dlv_1#1", "dlv_1#2", "dlv_2#1", "dlv_2#2", "dlv_3#1", "dlv_3#2", "dlv_5#1"])
       const long = single.attempts.find((r) => r.delivery_id === "dlv_1" && r.attempt === 2)
-      expect(long?.response_excerpt).toBe(`${"a".repeat(2047)}\uFFFD`)
+      // Cut before the pair rather than inside it (a lone surrogate is not valid jsonb text).
+      expect(long?.response_excerpt).toBe("a".repeat(2047))
       expect(single.attempts.find((r) => r.delivery_id === "dlv_2" && r.attempt === 2)).toMatchObject({
         trigger: "manual",
         succeeded: false,
