@@ -7,6 +7,12 @@
  * deadline over connecting, TLS, the headers and the body, reads at most `maxResponseBytes` of the
  * answer, and follows no redirect.
  *
+ * Connections are kept alive and reused (a receiver taking hundreds of deliveries a second is not
+ * made to accept a new TCP/TLS connection for each). Guarded and unguarded attempts have separate
+ * pools, so a pooled socket was always opened under the same policy as the attempt that reuses it.
+ * A pooled socket the peer closed while it sat idle fails before any answer: such an attempt is
+ * sent once more on a fresh connection, inside the same deadline.
+ *
  * The guard refuses non-public addresses (loopback, private, link-local, cloud metadata, …) unless
  * `allowPrivate` is set. It checks the addresses the socket actually connects to (an IP literal
  * directly; a name through the `lookup` hook), so a name that resolves to a public address at
@@ -16,11 +22,12 @@
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from "node:dns"
 import {
   type ClientRequest,
+  Agent as HttpAgent,
   request as httpRequest,
   type IncomingMessage,
   type RequestOptions
 } from "node:http"
-import { request as httpsRequest } from "node:https"
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https"
 import { isIP, type LookupFunction } from "node:net"
 import { performance } from "node:perf_hooks"
 import { Effect } from "effect"
@@ -481,6 +488,20 @@ const statusFailure = (status: number, location: string | null, base: URL): Fail
 const withoutContentLength = (headers: Readonly<Record<string, string>>): Record<string, string> =>
   Object.fromEntries(Object.entries(headers).filter(([name]) => name.toLowerCase() !== "content-length"))
 
+/** Idle pooled sockets are dropped after this long (servers commonly close theirs after 5 s). */
+const IDLE_SOCKET_MS = 4_000
+const pool = { keepAlive: true, timeout: IDLE_SOCKET_MS, scheduling: "lifo" } as const
+const agents = {
+  guarded: { "http:": new HttpAgent(pool), "https:": new HttpsAgent(pool) },
+  open: { "http:": new HttpAgent(pool), "https:": new HttpsAgent(pool) }
+}
+
+/** A reused socket that the peer had closed: nothing was answered, so sending again is safe. */
+const staleSocket = (error: unknown) => {
+  const code = stringField(error, "code")
+  return code === "ECONNRESET" || code === "EPIPE" || code === "ECONNABORTED"
+}
+
 /**
  * One POST of `request.body` to `request.url`. Never fails: every outcome is an `AttemptResult`.
  * Interrupting the fiber aborts the request and destroys the socket.
@@ -491,13 +512,15 @@ export const attempt = (request: AttemptRequest): Effect.Effect<AttemptResult> =
     let settled = false
     let timer: ReturnType<typeof setTimeout> | undefined
     let req: ClientRequest | undefined
+    let response: IncomingMessage | undefined
 
     const settle = (outcome: Outcome) => {
       if (settled) return
       settled = true
       clearTimeout(timer)
-      // Stops whatever is still in flight: an unread body beyond the cap, a hung peer.
-      req?.destroy()
+      // Stops whatever is still in flight: an unread body beyond the cap, a hung peer. A response
+      // read to its end leaves the socket to the pool.
+      if (response?.complete !== true) req?.destroy()
       resume(Effect.succeed(toResult(outcome, performance.now() - started)))
     }
 
@@ -529,14 +552,14 @@ export const attempt = (request: AttemptRequest): Effect.Effect<AttemptResult> =
         ...withoutContentLength(request.headers),
         "content-length": String(Buffer.byteLength(request.body, "utf8"))
       },
-      // A fresh socket per attempt: a pooled one could have been opened by an unguarded attempt.
-      agent: false,
       ...(request.allowPrivate ? {} : { lookup: guardedLookup })
     }
+    const agent = (request.allowPrivate ? agents.open : agents.guarded)[
+      url.protocol === "https:" ? "https:" : "http:"
+    ]
 
     const timeoutMs = Math.min(Math.max(1, Math.floor(request.timeoutMs)), MAX_TIMER_MS)
     const cap = Math.max(0, Math.floor(request.maxResponseBytes))
-    let response: IncomingMessage | undefined
     let retryAfterSeconds: number | null = null
     let location: string | null = null
     const chunks: Array<Buffer> = []
@@ -561,48 +584,56 @@ export const attempt = (request: AttemptRequest): Effect.Effect<AttemptResult> =
       settle(response === undefined ? noResponse(failure) : afterResponse(failure))
     }, timeoutMs)
 
-    try {
-      req = (url.protocol === "https:" ? httpsRequest : httpRequest)(options)
-    } catch (error) {
-      // Invalid header names or values throw here; the message may quote a value, so only the code.
-      const code = stringField(error, "code") ?? "invalid request"
-      settle(noResponse({ errorClass: "connect", error: `not sent (${code})` }))
-      return
+    const send = (reuse: boolean) => {
+      try {
+        req = (url.protocol === "https:" ? httpsRequest : httpRequest)({
+          ...options,
+          agent: reuse ? agent : false
+        })
+      } catch (error) {
+        // Invalid header names or values throw here; the message may quote a value, so only the code.
+        const code = stringField(error, "code") ?? "invalid request"
+        settle(noResponse({ errorClass: "connect", error: `not sent (${code})` }))
+        return
+      }
+      const sent = req
+      sent.on("error", (error) => {
+        if (settled || sent !== req) return
+        if (response === undefined && reuse && sent.reusedSocket && staleSocket(error)) return send(false)
+        if (response === undefined) return settle(noResponse(classifyError(error, target)))
+        settle(afterResponse(classifyError(error, target)))
+      })
+      sent.on("response", (res) => {
+        response = res
+        retryAfterSeconds = parseRetryAfter(res.headers["retry-after"], Date.now())
+        const status = res.statusCode ?? 0
+        location = status >= 300 && status < 400 ? (res.headers.location ?? null) : null
+        if (cap === 0) return complete()
+        res.on("data", (chunk: Buffer) => {
+          if (settled) return
+          const room = cap - size
+          const kept = chunk.length > room ? chunk.subarray(0, room) : chunk
+          chunks.push(kept)
+          size += kept.length
+          // Enough read: the rest is not waited for (settle destroys the socket).
+          if (size >= cap && !res.complete) complete()
+        })
+        res.on("end", complete)
+        res.on("error", (error) => settle(afterResponse(classifyError(error, target))))
+        res.on("close", () => {
+          if (!res.complete) {
+            settle(
+              afterResponse({
+                errorClass: "connect",
+                error: `connection closed before the response body was complete (${endpoint(host, Number(target.port))})`
+              })
+            )
+          }
+        })
+      })
+      sent.end(request.body, "utf8")
     }
-
-    req.on("error", (error) => {
-      if (response === undefined) return settle(noResponse(classifyError(error, target)))
-      settle(afterResponse(classifyError(error, target)))
-    })
-    req.on("response", (res) => {
-      response = res
-      retryAfterSeconds = parseRetryAfter(res.headers["retry-after"], Date.now())
-      const status = res.statusCode ?? 0
-      location = status >= 300 && status < 400 ? (res.headers.location ?? null) : null
-      if (cap === 0) return complete()
-      res.on("data", (chunk: Buffer) => {
-        if (settled) return
-        const room = cap - size
-        const kept = chunk.length > room ? chunk.subarray(0, room) : chunk
-        chunks.push(kept)
-        size += kept.length
-        // Enough read: the rest is not waited for (settle destroys the socket).
-        if (size >= cap) complete()
-      })
-      res.on("end", complete)
-      res.on("error", (error) => settle(afterResponse(classifyError(error, target))))
-      res.on("close", () => {
-        if (!res.complete) {
-          settle(
-            afterResponse({
-              errorClass: "connect",
-              error: `connection closed before the response body was complete (${endpoint(host, Number(target.port))})`
-            })
-          )
-        }
-      })
-    })
-    req.end(request.body, "utf8")
+    send(true)
 
     return Effect.sync(() => {
       settled = true

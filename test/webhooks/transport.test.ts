@@ -4,6 +4,8 @@
  * deadline (under the TestClock of `it.scoped`), the response cap, interruption, and the SSRF guard
  * (`addressProblem`, `urlProblem`, and the connect-time check).
  */
+
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from "node:http"
 import {
   createServer,
   getDefaultAutoSelectFamily,
@@ -268,6 +270,78 @@ describe("attempt", () => {
       yield* Fiber.interrupt(fiber)
       for (let i = 0; i < 100 && closed === 0; i++) yield* realSleep(10)
       expect(closed).toBe(1)
+    })
+  )
+})
+
+/** A node:http peer that counts connections and, per connection, the requests on it. */
+const countingPeer = (answer: (requestOnSocket: number, res: ServerResponse, req: IncomingMessage) => void) =>
+  Effect.gen(function* () {
+    const sockets = new Set<Socket>()
+    const perSocket = new Map<Socket, number>()
+    let requests = 0
+    const server = createHttpServer((req, res) => {
+      requests++
+      const n = (perSocket.get(req.socket) ?? 0) + 1
+      perSocket.set(req.socket, n)
+      req.resume()
+      req.on("end", () => answer(n, res, req))
+    })
+    server.on("connection", (socket) => {
+      sockets.add(socket)
+      socket.once("close", () => sockets.delete(socket))
+    })
+    yield* Effect.acquireRelease(
+      Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))),
+      () =>
+        Effect.promise(
+          () =>
+            new Promise<void>((resolve) => {
+              for (const socket of sockets) socket.destroy()
+              server.close(() => resolve())
+            })
+        )
+    )
+    const address = server.address()
+    const port = address !== null && typeof address !== "string" ? address.port : 0
+    return {
+      url: `http://127.0.0.1:${port}/hook`,
+      connections: () => perSocket.size,
+      requests: () => requests
+    }
+  })
+
+describe("attempt: kept-alive connections", () => {
+  it.scoped("consecutive attempts to one peer reuse one connection", () =>
+    Effect.gen(function* () {
+      const peer = yield* countingPeer((_, res) => res.writeHead(200).end("ok"))
+      for (let i = 0; i < 3; i++) expect((yield* attempt(request(peer.url))).ok).toBe(true)
+      expect(peer.requests()).toBe(3)
+      expect(peer.connections()).toBe(1)
+    })
+  )
+
+  it.scoped("a pooled connection the peer drops is not an error: the attempt goes again on a fresh one", () =>
+    Effect.gen(function* () {
+      // The second request on any connection is cut off without an answer (a peer that had closed
+      // its idle keep-alive socket as the request went out).
+      const peer = yield* countingPeer((n, res, req) =>
+        n === 1 ? res.writeHead(200).end("ok") : req.socket.destroy()
+      )
+      expect((yield* attempt(request(peer.url))).ok).toBe(true)
+      const again = yield* attempt(request(peer.url))
+      expect(again).toMatchObject({ ok: true, statusCode: 200 })
+      expect(peer.requests()).toBe(3)
+      expect(peer.connections()).toBe(2)
+    })
+  )
+
+  it.scoped("a connection whose answer was cut short by the cap is not reused", () =>
+    Effect.gen(function* () {
+      const peer = yield* countingPeer((_, res) => res.writeHead(200).end("x".repeat(64 * 1024)))
+      expect((yield* attempt(request(peer.url, { maxResponseBytes: 1024 }))).ok).toBe(true)
+      expect((yield* attempt(request(peer.url, { maxResponseBytes: 1024 }))).ok).toBe(true)
+      expect(peer.connections()).toBe(2)
     })
   )
 })
