@@ -485,6 +485,8 @@ const defaultRetryDelay = (attempts: number): Duration.DurationInput =>
 
 /** Outcomes recorded per group-commit transaction at most. */
 const RECORD_BATCH_MAX = 256
+/** Group-commit transactions in flight at once. */
+const RECORDERS = 2
 /**
  * While items are in flight, the worker waits up to this long for a quarter of its slots to free up
  * before claiming, so claims (and `prepare`) come in batches rather than one slot at a time.
@@ -564,27 +566,33 @@ export const dueWorker = <E, R, OE = never, OR = never, B = never>(
         })
       )
     if (recordBatched !== undefined) {
-      yield* Effect.forkScoped(
-        Effect.forever(
-          Effect.gen(function* () {
-            const entries = [...(yield* Queue.takeBetween(toRecord, 1, RECORD_BATCH_MAX))]
-            const together = yield* Effect.exit(Effect.uninterruptible(recordTogether(entries)))
-            if (together._tag === "Success") {
-              for (const e of entries) yield* Deferred.succeed(e.recorded, together.value.has(e.item.id))
-              return
-            }
-            // One of them conflicted (or the batch failed): each alone, exactly as `complete` would.
-            yield* Effect.logDebug(`group commit of ${entries.length} outcomes failed; recording each alone`)
-            yield* Effect.forEach(
-              entries,
-              (e) =>
-                Effect.flatMap(Effect.exit(recordAlone(e.item, e.outcome)), (exit) =>
-                  Deferred.done(e.recorded, exit)
-                ),
-              { concurrency: 8, discard: true }
-            )
-          })
-        )
+      // A few commits in flight at once: each waits on round trips and the WAL flush, not on CPU.
+      yield* Effect.replicateEffect(
+        Effect.forkScoped(
+          Effect.forever(
+            Effect.gen(function* () {
+              const entries = [...(yield* Queue.takeBetween(toRecord, 1, RECORD_BATCH_MAX))]
+              const together = yield* Effect.exit(Effect.uninterruptible(recordTogether(entries)))
+              if (together._tag === "Success") {
+                for (const e of entries) yield* Deferred.succeed(e.recorded, together.value.has(e.item.id))
+                return
+              }
+              // One of them conflicted (or the batch failed): each alone, exactly as `complete` would.
+              yield* Effect.logDebug(
+                `group commit of ${entries.length} outcomes failed; recording each alone`
+              )
+              yield* Effect.forEach(
+                entries,
+                (e) =>
+                  Effect.flatMap(Effect.exit(recordAlone(e.item, e.outcome)), (exit) =>
+                    Deferred.done(e.recorded, exit)
+                  ),
+                { concurrency: 8, discard: true }
+              )
+            })
+          )
+        ),
+        RECORDERS
       )
     }
     const groupCommitted = (outcome: DueOutcome<OE, OR, B>) =>
@@ -597,11 +605,12 @@ export const dueWorker = <E, R, OE = never, OR = never, B = never>(
           )
         : recordAlone(item, outcome)
 
-    const processItem = (item: DueItem, prepared: Exit.Exit<void, E>) =>
+    const processItem = (item: DueItem, prepared: Deferred.Deferred<Exit.Exit<void, E>>) =>
       Effect.gen(function* () {
+        const ready = yield* Deferred.await(prepared)
         const handled = yield* Effect.exit(
-          Exit.isFailure(prepared)
-            ? Effect.failCause(prepared.cause)
+          Exit.isFailure(ready)
+            ? Effect.failCause(ready.cause)
             : Effect.raceFirst(options.handle(item), heartbeat(item))
         )
         if (handled._tag === "Success") {
@@ -623,7 +632,10 @@ export const dueWorker = <E, R, OE = never, OR = never, B = never>(
           Effect.logError(`due work ${item.kind}/${item.key}: outcome not recorded`, cause)
         ),
         Effect.annotateLogs({ "due.kind": item.kind, "due.key": item.key }),
-        Effect.withSpan("due_work.handle", { attributes: { "due.kind": item.kind, "due.id": item.id } })
+        Effect.withSpan("due_work.handle", {
+          attributes: { "due.kind": item.kind, "due.id": item.id },
+          captureStackTrace: false
+        })
       )
 
     let delay = minPoll
@@ -654,10 +666,15 @@ export const dueWorker = <E, R, OE = never, OR = never, B = never>(
           ? {}
           : { groups: { cap: options.groupCap, inFlight: new Map(byGroup) } })
       })
-      const prepared: Exit.Exit<void, E> =
-        items.length > 0 && options.prepare !== undefined
-          ? yield* Effect.exit(options.prepare(items))
-          : Exit.void
+      // The batch is read (prepare) in its own fiber, so the next claim need not wait for it.
+      const prepared = yield* Deferred.make<Exit.Exit<void, E>>()
+      const prepare = options.prepare
+      if (items.length > 0 && prepare !== undefined)
+        yield* FiberSet.run(
+          fibers,
+          Effect.flatMap(Effect.exit(prepare(items)), (exit) => Deferred.succeed(prepared, exit))
+        )
+      else yield* Deferred.succeed(prepared, Exit.void)
       for (const item of items) {
         inFlight++
         hold(item.group, 1)
