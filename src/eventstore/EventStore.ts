@@ -641,7 +641,12 @@ export const makeEventStore = Effect.gen(function* () {
           return []
         }
         return yield* decrypt(events, batch?.events)
-      }).pipe(Effect.withSpan("EventStore.readStream", { attributes: { "stream.id": streamId } })),
+      }).pipe(
+        Effect.withSpan("EventStore.readStream", {
+          attributes: { "stream.id": streamId },
+          captureStackTrace: false
+        })
+      ),
 
     readStreams: (streams) => {
       if (streams.length === 0) return Effect.succeed(new Map())
@@ -674,7 +679,12 @@ export const makeEventStore = Effect.gen(function* () {
           else if (existing.has(id)) result.set(id, [])
         }
         return result
-      }).pipe(Effect.withSpan("EventStore.readStreams", { attributes: { "streams.count": streams.length } }))
+      }).pipe(
+        Effect.withSpan("EventStore.readStreams", {
+          attributes: { "streams.count": streams.length },
+          captureStackTrace: false
+        })
+      )
     },
 
     readAll: (options) =>

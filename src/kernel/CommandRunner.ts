@@ -161,7 +161,12 @@ export const makeCommandRunner = Effect.gen(function* () {
         version: last ? last.streamVersion : base.version,
         snapshotVersion: base.version
       }
-    }).pipe(Effect.withSpan("CommandRunner.load", { attributes: { "stream.id": streamId } }))
+    }).pipe(
+      Effect.withSpan("CommandRunner.load", {
+        attributes: { "stream.id": streamId },
+        captureStackTrace: false
+      })
+    )
 
   const saveSnapshot = <S>(
     streamId: string,
@@ -321,7 +326,12 @@ export const makeCommandRunner = Effect.gen(function* () {
         })
       }
       return loaded
-    }).pipe(Effect.withSpan("CommandRunner.loadMany", { attributes: { "streams.count": streams.length } }))
+    }).pipe(
+      Effect.withSpan("CommandRunner.loadMany", {
+        attributes: { "streams.count": streams.length },
+        captureStackTrace: false
+      })
+    )
 
   const executeMany = <C, E extends DomainEvent, S, Err>(
     decider: Decider<C, E, S, Err>,
@@ -381,6 +391,7 @@ export const makeCommandRunner = Effect.gen(function* () {
       return results
     }).pipe(
       Effect.withSpan("CommandRunner.executeMany", {
+        captureStackTrace: false,
         attributes: { "aggregate.type": decider.streamType, "commands.count": commands.length }
       })
     )
@@ -413,6 +424,7 @@ export const makeCommandRunner = Effect.gen(function* () {
           ),
           Effect.map(({ result }) => result),
           Effect.withSpan("CommandRunner.execute", {
+            captureStackTrace: false,
             attributes: { "stream.id": streamId, "aggregate.type": decider.streamType }
           })
         ),
