@@ -13,6 +13,7 @@ import { automaticNotifications } from "./notifications/automatic.js"
 import { notificationEventTypes, settingsEventTypes, templateEventTypes } from "./notifications/events.js"
 import { NotificationsProjection } from "./notifications/projection.js"
 import { notificationSender } from "./notifications/sender.js"
+import { dueWorkPurgeProcessor } from "./processors/DueWork.js"
 import type { Processor } from "./processors/Supervisor.js"
 import type { ProcessorServices } from "./services.js"
 import { webhookDeliveryWorker, webhookDispatcher, webhookHealthWorker } from "./webhooks/delivery.js"
@@ -40,6 +41,8 @@ export const projections: ReadonlyArray<Projection> = [
 export const processors: ReadonlyArray<Processor<ProcessorServices>> = [
   // HTTP: deletes idempotency keys past their 24 h.
   idempotencyPurgeProcessor(),
+  // Due work: deletes finished items (webhook attempts, sends) a week after they finished.
+  dueWorkPurgeProcessor(),
   // Notifications: trigger events → notifications; due notifications → providers.
   automaticNotifications(),
   notificationSender(),

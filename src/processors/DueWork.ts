@@ -169,6 +169,8 @@ export interface DueWorkShape {
   /** Gives a claim back (pending again, same due time), e.g. on shutdown. */
   readonly release: (item: DueItem) => Effect.Effect<boolean, SqlError>
   readonly stats: (kinds?: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<DueWorkStats>, SqlError>
+  /** Deletes up to `limit` done or cancelled items completed before `before`; returns how many went. */
+  readonly purgeFinished: (before: Date, limit: number) => Effect.Effect<number, SqlError>
   /** Wakes local workers now. */
   readonly wake: Effect.Effect<void>
   readonly listen: Effect.Effect<Queue.Dequeue<void>, never, Scope.Scope>
@@ -298,9 +300,11 @@ export const makeDueWork = Effect.gen(function* () {
         const at = yield* now
         const until = addDuration(at, options.leaseTtl)
         const kinds = [...options.kinds]
+        // One kind (every worker today) as `=`: the (kind, time) index then yields rows in time order.
+        const ofKinds = kinds.length === 1 ? sql`kind = ${kinds[0] ?? ""}` : sql`kind = ANY(${kinds})`
         const due = sql`
             SELECT id FROM processors.due_work
-             WHERE status = 'pending' AND due_at <= ${at} AND kind = ANY(${kinds})
+             WHERE status = 'pending' AND due_at <= ${at} AND ${ofKinds}
              ORDER BY due_at LIMIT ${options.limit} FOR UPDATE SKIP LOCKED`
         // Capped per group: saturated groups are skipped in the scan, the others get what is left of
         // their cap (row_number per group), then the rows are locked (re-checked, skipping taken ones).
@@ -314,7 +318,7 @@ export const makeDueWork = Effect.gen(function* () {
                  SELECT id, due_at, group_key,
                         row_number() OVER (PARTITION BY group_key ORDER BY due_at, id) AS rn
                    FROM (SELECT id, due_at, group_key FROM processors.due_work
-                          WHERE status = 'pending' AND due_at <= ${at} AND kind = ANY(${kinds})
+                          WHERE status = 'pending' AND due_at <= ${at} AND ${ofKinds}
                             AND (group_key IS NULL OR NOT (group_key = ANY(${saturated})))
                           ORDER BY due_at LIMIT ${Math.min(options.limit * 8, 2000)}) AS scan
                ) AS ranked
@@ -328,7 +332,7 @@ export const makeDueWork = Effect.gen(function* () {
         const rows = yield* Effect.uninterruptible(sql<DueItem>`
           WITH expired AS (
             SELECT id FROM processors.due_work
-             WHERE status = 'claimed' AND lease_until < ${at} AND kind = ANY(${kinds})
+             WHERE status = 'claimed' AND lease_until < ${at} AND ${ofKinds}
              ORDER BY lease_until LIMIT ${options.limit} FOR UPDATE SKIP LOCKED
           ), due AS (${options.groups === undefined ? due : dueByGroup(options.groups)}
           ), picked AS (
@@ -432,6 +436,16 @@ export const makeDueWork = Effect.gen(function* () {
             FROM processors.due_work ${filter} GROUP BY kind ORDER BY kind`
       }),
 
+    purgeFinished: (before, limit) =>
+      Effect.map(
+        sql`DELETE FROM processors.due_work WHERE id IN (
+              SELECT id FROM processors.due_work
+               WHERE status IN ('done', 'cancelled') AND completed_at < ${before}
+               ORDER BY completed_at LIMIT ${limit})
+            RETURNING 1 AS ok`,
+        (rows) => rows.length
+      ),
+
     wake: signal.notify,
     listen: signal.listen
   }
@@ -439,6 +453,45 @@ export const makeDueWork = Effect.gen(function* () {
 })
 
 export const DueWorkLive = Layer.effect(DueWork, makeDueWork)
+
+/** How long finished (done, cancelled) items are kept, by default. */
+export const FINISHED_RETENTION = Duration.days(7)
+
+/**
+ * Background processor: deletes finished items older than `retention` every `interval` (default 10
+ * minutes), `batchSize` rows per statement. Every item is re-armed by its owner through the
+ * aggregate's state (a pending delivery, a pending notification), never by the presence of an old
+ * finished row, so deleting history changes no behaviour; it only keeps the table and its indexes
+ * from growing with every webhook attempt and notification ever made.
+ */
+export const dueWorkPurgeProcessor = (
+  options: {
+    readonly retention?: Duration.DurationInput
+    readonly interval?: Duration.DurationInput
+    readonly batchSize?: number
+  } = {}
+): Processor<DueWork> => {
+  const retention = options.retention ?? FINISHED_RETENTION
+  const interval = options.interval ?? Duration.minutes(10)
+  const batchSize = options.batchSize ?? 1000
+  return {
+    name: "due-work-purge",
+    run: Effect.gen(function* () {
+      const work = yield* DueWork
+      while (true) {
+        const before = new Date((yield* now).getTime() - Duration.toMillis(retention))
+        let total = 0
+        let deleted = batchSize
+        while (deleted >= batchSize) {
+          deleted = yield* work.purgeFinished(before, batchSize)
+          total += deleted
+        }
+        if (total > 0) yield* Effect.logDebug(`purged ${total} finished due-work items`)
+        yield* Effect.sleep(interval)
+      }
+    })
+  }
+}
 
 export interface DueWorkerOptions<E, R, OE, OR, B> {
   /** Processor name (default `due-work:<kinds>`). */

@@ -4,7 +4,14 @@ import { Clock, Deferred, Effect, Fiber, Layer, Option, Ref, Schema, TestClock }
 import { expect } from "vitest"
 import { EventStore } from "../../src/eventstore/EventStore.js"
 import { defineEvent } from "../../src/eventstore/EventType.js"
-import { type DueItem, DueOutcome, DueWork, DueWorkLive, dueWorker } from "../../src/processors/DueWork.js"
+import {
+  type DueItem,
+  DueOutcome,
+  DueWork,
+  DueWorkLive,
+  dueWorker,
+  dueWorkPurgeProcessor
+} from "../../src/processors/DueWork.js"
 import { TestPersistence, usingRealPostgres } from "../support/database.js"
 import { eventually, parked, withTestClock } from "./helpers.js"
 
@@ -601,5 +608,39 @@ layer(TestLayer, { excludeTestServices: true, timeout: 60_000 })("DueWork", (it)
           expect(seen.flat().sort()).toEqual([...keys].sort())
         })
       )
+  )
+
+  it.effect("finished items are purged once past the retention; pending, claimed and failed ones stay", () =>
+    withTestClock(
+      Effect.gen(function* () {
+        const work = yield* DueWork
+        for (const key of ["done1", "done2", "cancelled", "failed", "pending", "claimed"])
+          yield* work.schedule({ kind: "purge", key, dueAt: at(0) })
+        const claimed = yield* work.claim({ kinds: ["purge"], limit: 10, owner: "w", leaseTtl: "1 hour" })
+        for (const c of claimed) {
+          if (c.key.startsWith("done")) yield* work.complete(c, DueOutcome.done())
+          if (c.key === "failed") yield* work.complete(c, DueOutcome.failed({ error: "no" }))
+          if (c.key === "pending") yield* work.release(c)
+        }
+        yield* work.cancel("purge", "cancelled")
+        const keys = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+          Effect.map(
+            sql<{ key: string }>`SELECT key FROM processors.due_work WHERE kind = 'purge' ORDER BY key`,
+            (rows) => rows.map((r) => r.key)
+          )
+        )
+        // Not yet past the retention: nothing goes.
+        expect(yield* work.purgeFinished(at(0), 100)).toBe(0)
+        yield* TestClock.adjust("7 days")
+        expect(yield* work.purgeFinished(at(0), 100)).toBe(0)
+        yield* TestClock.adjust("1 second")
+        const fiber = yield* Effect.fork(
+          dueWorkPurgeProcessor({ retention: "7 days", interval: "1 hour", batchSize: 2 }).run
+        )
+        yield* eventually(Effect.map(keys, (k) => k.length === 3))
+        yield* Fiber.interrupt(fiber)
+        expect(yield* keys).toEqual(["claimed", "failed", "pending"])
+      })
+    )
   )
 })
