@@ -7,13 +7,14 @@
 import { randomUUID } from "node:crypto"
 import { SqlClient } from "@effect/sql"
 import { layer } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Option, Schema, Tracer } from "effect"
+import { Deferred, Effect, Fiber, Option, Schema } from "effect"
 import { expect } from "vitest"
 import { type AppendInput, EventStore, type ExpectedVersion } from "../../src/eventstore/EventStore.js"
 import { defineEvent, Personal } from "../../src/eventstore/EventType.js"
 import { isEnvelope } from "../../src/eventstore/Keyring.js"
 import { UUID_PATTERN } from "../../src/kernel/Uuid.js"
 import { TestPersistence, usingRealPostgres } from "../support/database.js"
+import { countStatements } from "../support/statements.js"
 
 const Attempted = defineEvent("delivery.attempted", {
   schema: Schema.Struct({ attempt: Schema.Int, status: Schema.Int })
@@ -31,22 +32,6 @@ const input = (
   expectedVersion: ExpectedVersion,
   events: AppendInput["events"] = [attempted(1)]
 ): AppendInput => ({ streamId, streamType: "delivery", expectedVersion, events })
-
-/** Runs `effect` and counts the SQL statements it sends (@effect/sql opens one "sql.execute" span each). */
-const countStatements = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.gen(function* () {
-    const native = yield* Effect.tracer
-    let statements = 0
-    const counting = Tracer.make({
-      span: (name, parent, context, links, startTime, kind, options) => {
-        if (name === "sql.execute") statements++
-        return native.span(name, parent, context, links, startTime, kind, options)
-      },
-      context: (f, fiber) => native.context(f, fiber)
-    })
-    const result = yield* Effect.withTracer(effect, counting)
-    return { result, statements }
-  })
 
 const versionOf = (streamId: string) =>
   Effect.flatMap(EventStore, (store) =>

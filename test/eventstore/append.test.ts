@@ -5,13 +5,14 @@
 import { randomUUID } from "node:crypto"
 import { SqlClient } from "@effect/sql"
 import { layer } from "@effect/vitest"
-import { Effect, Option, Schema, TestClock, TestContext, Tracer } from "effect"
+import { Effect, Option, Schema, TestClock, TestContext } from "effect"
 import { expect } from "vitest"
 import * as Checkpoint from "../../src/eventstore/Checkpoint.js"
 import { type EventMetadata, EventStore, type StoredEvent } from "../../src/eventstore/EventStore.js"
 import { defineEvent, Personal } from "../../src/eventstore/EventType.js"
 import { UUID_PATTERN, uuidv7Millis } from "../../src/kernel/Uuid.js"
 import { TestPersistence } from "../support/database.js"
+import { countStatements } from "../support/statements.js"
 
 const Opened = defineEvent("account.opened", {
   schema: Schema.Struct({ owner: Schema.String, currency: Schema.String })
@@ -30,22 +31,6 @@ const Noted = defineEvent("account.noted", {
 const accountId = () => `account-${randomUUID()}`
 const opened = (owner = "ann") => ({ eventType: Opened, data: { owner, currency: "EUR" } })
 const deposited = (amount: number) => ({ eventType: Deposited, data: { amount } })
-
-/** Runs `effect` and counts the SQL statements it sends (@effect/sql opens one "sql.execute" span each). */
-const countStatements = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.gen(function* () {
-    const native = yield* Effect.tracer
-    let statements = 0
-    const counting = Tracer.make({
-      span: (name, parent, context, links, startTime, kind, options) => {
-        if (name === "sql.execute") statements++
-        return native.span(name, parent, context, links, startTime, kind, options)
-      },
-      context: (f, fiber) => native.context(f, fiber)
-    })
-    const result = yield* Effect.withTracer(effect, counting)
-    return { result, statements }
-  })
 
 const Profiled = defineEvent("account.profiled", {
   schema: Schema.Struct({

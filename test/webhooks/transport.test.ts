@@ -5,7 +5,12 @@
  * (`addressProblem`, `urlProblem`, and the connect-time check).
  */
 
-import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from "node:http"
+import {
+  createServer as createHttpServer,
+  type Server as HttpServer,
+  type IncomingMessage,
+  type ServerResponse
+} from "node:http"
 import {
   createServer,
   getDefaultAutoSelectFamily,
@@ -41,6 +46,24 @@ const request = (url: string, overrides: Partial<AttemptRequest> = {}): AttemptR
 /** Real time, whatever the (test) Clock says. */
 const realSleep = (ms: number) =>
   Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, ms)))
+
+/** Listens on a loopback port for the test's scope; at its end, `sockets` are destroyed. */
+const listening = (server: Server | HttpServer, sockets: ReadonlySet<Socket>) =>
+  Effect.gen(function* () {
+    yield* Effect.acquireRelease(
+      Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))),
+      () =>
+        Effect.promise(
+          () =>
+            new Promise<void>((resolve) => {
+              for (const socket of sockets) socket.destroy()
+              server.close(() => resolve())
+            })
+        )
+    )
+    const address = server.address()
+    return address !== null && typeof address !== "string" ? address.port : 0
+  })
 
 const expectFailure = (result: AttemptResult, errorClass: AttemptResult["errorClass"]) => {
   expect(result.ok).toBe(false)
@@ -252,19 +275,7 @@ describe("attempt", () => {
         socket.resume()
         socket.on("close", () => closed++)
       })
-      yield* Effect.acquireRelease(
-        Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))),
-        () =>
-          Effect.promise(
-            () =>
-              new Promise<void>((resolve) => {
-                for (const socket of sockets) socket.destroy()
-                server.close(() => resolve())
-              })
-          )
-      )
-      const address = server.address()
-      const port = address !== null && typeof address !== "string" ? address.port : 0
+      const port = yield* listening(server, sockets)
       const fiber = yield* Effect.fork(attempt(request(`http://127.0.0.1:${port}/`, { timeoutMs: 60_000 })))
       while (sockets.size === 0) yield* realSleep(10)
       yield* Fiber.interrupt(fiber)
@@ -291,19 +302,7 @@ const countingPeer = (answer: (requestOnSocket: number, res: ServerResponse, req
       sockets.add(socket)
       socket.once("close", () => sockets.delete(socket))
     })
-    yield* Effect.acquireRelease(
-      Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))),
-      () =>
-        Effect.promise(
-          () =>
-            new Promise<void>((resolve) => {
-              for (const socket of sockets) socket.destroy()
-              server.close(() => resolve())
-            })
-        )
-    )
-    const address = server.address()
-    const port = address !== null && typeof address !== "string" ? address.port : 0
+    const port = yield* listening(server, sockets)
     return {
       url: `http://127.0.0.1:${port}/hook`,
       connections: () => perSocket.size,
