@@ -30,13 +30,7 @@ import {
   WebhookRotationInProgress,
   webhookStream
 } from "./decider.js"
-import {
-  DELIVERY_KIND,
-  DISABLE_CHECK_KIND,
-  deliveryWork,
-  RESPONSE_READ_BYTES,
-  TIMEOUT_MS
-} from "./delivery.js"
+import { DELIVERY_KIND, DISABLE_CHECK_KIND, deliveryWork, postSigned } from "./delivery.js"
 import {
   type DeliveryView,
   failedDeliveriesSince,
@@ -47,8 +41,8 @@ import {
   listWebhooksV1,
   type WebhookRow
 } from "./queries.js"
-import { deliveryBody, deliveryHeaders, newSecret } from "./signature.js"
-import { attempt, urlProblem } from "./transport.js"
+import { deliveryBody, newSecret } from "./signature.js"
+import { urlProblem } from "./transport.js"
 
 /** Recovery re-sends at most this many failed deliveries per call (call again for more). */
 export const MAX_RECOVER = 1000
@@ -318,25 +312,19 @@ export const makeWebhooks = Effect.gen(function* () {
       if (!state.exists || state.deleted || secrets.current === undefined) return yield* Effect.fail(notFound)
       const eventId = yield* Ids.make("evt")
       const deliveryId = yield* Ids.make("dlv")
-      const body = deliveryBody({
-        id: eventId,
-        type: input.event,
-        occurredAt: now,
-        data: SAMPLE_DATA[input.event]
-      })
-      const result = yield* attempt({
+      const result = yield* postSigned({
         url: state.url,
-        headers: deliveryHeaders({
-          deliveryId,
-          eventType: input.event,
-          timestamp: Math.floor(now.getTime() / 1000),
-          body,
-          secret: secrets.current,
-          previousSecret: secrets.previous
+        deliveryId,
+        eventType: input.event,
+        body: deliveryBody({
+          id: eventId,
+          type: input.event,
+          occurredAt: now,
+          data: SAMPLE_DATA[input.event]
         }),
-        body,
-        timeoutMs: TIMEOUT_MS,
-        maxResponseBytes: RESPONSE_READ_BYTES,
+        at: now,
+        secret: secrets.current,
+        previousSecret: secrets.previous,
         allowPrivate
       })
       const out: TestResult = {

@@ -55,6 +55,36 @@ export const TIMEOUT_MS = 30_000
 /** The response is read up to this much, then the connection is dropped. */
 export const RESPONSE_READ_BYTES = 16 * 1024
 
+/**
+ * One POST of an event body to an endpoint, signed for `at` (spec §6.2 and Standard Webhooks
+ * headers), under the 30 s deadline and the response cap: scheduled attempts and test sends alike.
+ */
+export const postSigned = (input: {
+  readonly url: string
+  readonly deliveryId: string
+  readonly eventType: string
+  readonly body: string
+  readonly at: Date
+  readonly secret: string
+  readonly previousSecret: string | undefined
+  readonly allowPrivate: boolean
+}) =>
+  attempt({
+    url: input.url,
+    headers: deliveryHeaders({
+      deliveryId: input.deliveryId,
+      eventType: input.eventType,
+      timestamp: Math.floor(input.at.getTime() / 1000),
+      body: input.body,
+      secret: input.secret,
+      previousSecret: input.previousSecret
+    }),
+    body: input.body,
+    timeoutMs: TIMEOUT_MS,
+    maxResponseBytes: RESPONSE_READ_BYTES,
+    allowPrivate: input.allowPrivate
+  })
+
 export const deliveryWork = (deliveryId: string, webhookId: string, dueAt: Date): ScheduleInput => ({
   kind: DELIVERY_KIND,
   key: deliveryId,
@@ -338,20 +368,14 @@ const attemptDelivery = (item: DueItem, context: AttemptContext) =>
     const attemptedAt = yield* Time.now
     const secrets = signingSecrets(endpoint, attemptedAt)
     if (secrets.current === undefined) return abandon("the endpoint's secret was destroyed")
-    const body = deliveryBody(event.value)
-    const result = yield* attempt({
+    const result = yield* postSigned({
       url: endpoint.url,
-      headers: deliveryHeaders({
-        deliveryId,
-        eventType: delivery.state.eventType,
-        timestamp: Math.floor(attemptedAt.getTime() / 1000),
-        body,
-        secret: secrets.current,
-        previousSecret: secrets.previous
-      }),
-      body,
-      timeoutMs: TIMEOUT_MS,
-      maxResponseBytes: RESPONSE_READ_BYTES,
+      deliveryId,
+      eventType: delivery.state.eventType,
+      body: deliveryBody(event.value),
+      at: attemptedAt,
+      secret: secrets.current,
+      previousSecret: secrets.previous,
       allowPrivate: config.webhooks.allowPrivate
     })
     return yield* recordOutcome(delivery, endpoint, result, attemptedAt)
