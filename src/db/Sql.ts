@@ -1,5 +1,12 @@
 /** Small SQL fragments shared by projections and queries. */
-import type { SqlClient } from "@effect/sql"
+import { SqlClient } from "@effect/sql"
+import { Effect, Option } from "effect"
+
+/** Whether the current fiber runs inside a caller's transaction (statements then join it). */
+export const inTransaction: Effect.Effect<boolean> = Effect.map(
+  Effect.serviceOption(SqlClient.TransactionConnection),
+  Option.isSome
+)
 
 /** A `text[]` value from a JS array, passed as one JSON parameter. */
 export const textArray = (sql: SqlClient.SqlClient, values: ReadonlyArray<string>) =>

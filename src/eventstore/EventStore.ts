@@ -5,6 +5,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Context, Effect, Either, Layer, Option, ParseResult, Schedule, Schema } from "effect"
+import { inTransaction } from "../db/Sql.js"
 import { UUID_PATTERN, uuidv7FromMillis } from "../kernel/Uuid.js"
 import { AppendSignal } from "./AppendSignal.js"
 import type { Checkpoint } from "./Checkpoint.js"
@@ -601,32 +602,30 @@ export const makeEventStore = Effect.gen(function* () {
       })
     )
 
-  const store: EventStoreShape = {
-    append: (input) =>
-      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (tx) => {
-        if (Option.isSome(tx)) return appendOnce(input)
-        // On its own the append is one statement, atomic by itself: one round trip, no BEGIN/COMMIT.
-        // With personal data, the subject's key is looked up (or created) by one statement before
-        // it. No transaction is needed around the two: a key whose append then fails is simply
-        // reused by the next append for that subject, and an erasure that commits in between
-        // leaves data under a destroyed key — unreadable, i.e. already shredded.
-        return appendOnce(input).pipe(
-          Effect.retry({ while: (e) => e._tag === "StreamOrderingConflict", schedule: orderingRetry }),
-          Effect.tap(() => signal.notify)
-        )
-      }),
+  /**
+   * Inside a caller's transaction an append joins it (the caller retries ordering conflicts and
+   * signals after commit). On its own it is one statement, atomic by itself: one round trip, no
+   * BEGIN/COMMIT, retried on ordering conflicts, local processors woken after. With personal data,
+   * the subject's key is looked up (or created) by one statement before it. No transaction is needed
+   * around the two: a key whose append then fails is simply reused by the next append for that
+   * subject, and an erasure that commits in between leaves data under a destroyed key — unreadable,
+   * i.e. already shredded.
+   */
+  const joinOrStandalone = <A>(once: Effect.Effect<A, AppendError | SqlError>) =>
+    Effect.flatMap(inTransaction, (joined) =>
+      joined
+        ? once
+        : once.pipe(
+            Effect.retry({ while: (e) => e._tag === "StreamOrderingConflict", schedule: orderingRetry }),
+            Effect.tap(() => signal.notify)
+          )
+    )
 
-    appendMany: (inputs) => {
-      if (inputs.length === 0) return Effect.succeed([])
-      return Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (tx) => {
-        // As for append: join a caller's transaction, or run as one atomic statement on its own.
-        if (Option.isSome(tx)) return appendManyOnce(inputs)
-        return appendManyOnce(inputs).pipe(
-          Effect.retry({ while: (e) => e._tag === "StreamOrderingConflict", schedule: orderingRetry }),
-          Effect.tap(() => signal.notify)
-        )
-      })
-    },
+  const store: EventStoreShape = {
+    append: (input) => joinOrStandalone(appendOnce(input)),
+
+    appendMany: (inputs) =>
+      inputs.length === 0 ? Effect.succeed([]) : joinOrStandalone(appendManyOnce(inputs)),
 
     readStream: (streamId, options) =>
       Effect.gen(function* () {

@@ -7,6 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option, Schedule } from "effect"
+import { inTransaction } from "../db/Sql.js"
 import { AppendSignal } from "../eventstore/AppendSignal.js"
 import {
   type AppendResult,
@@ -111,10 +112,8 @@ export const makeCommandRunner = Effect.gen(function* () {
   const projections = yield* Projections
   const mailbox: KeyedMailbox = makeKeyedMailbox()
   /** Joins the caller's transaction (no savepoint round trips) or opens one. */
-  const inTransaction = <A, E2, R2>(effect: Effect.Effect<A, E2, R2>) =>
-    Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (tx) =>
-      Option.isSome(tx) ? effect : sql.withTransaction(effect)
-    )
+  const joinOrBegin = <A, E2, R2>(effect: Effect.Effect<A, E2, R2>) =>
+    Effect.flatMap(inTransaction, (joined) => (joined ? effect : sql.withTransaction(effect)))
 
   const decodeAll = <C, E extends DomainEvent, S, Err>(
     decider: Decider<C, E, S, Err>,
@@ -361,7 +360,7 @@ export const makeCommandRunner = Effect.gen(function* () {
       }
       if (appending.length === 0) return commands.map((_, i) => unchanged(i))
       const metadata = options.metadata ?? {}
-      const results = yield* inTransaction(
+      const results = yield* joinOrBegin(
         Effect.gen(function* () {
           const appended = yield* store.appendMany(
             appending.map((a) => ({

@@ -10,6 +10,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Deferred, Duration, Effect, Exit, FiberSet, Layer, Option, Queue, type Scope } from "effect"
 import type { AppConfig } from "../config.js"
+import { inTransaction } from "../db/Sql.js"
 import { makeAppendSignal } from "../eventstore/AppendSignal.js"
 import { isConcurrencyConflict } from "../kernel/CommandRunner.js"
 import { addDuration, fromNow, now } from "../kernel/Time.js"
@@ -197,7 +198,6 @@ export const makeDueWork = Effect.gen(function* () {
   /** The fence of every write made under a claim: still this very claim. */
   const claimed = (item: DueItem) =>
     sql`id = ${item.id} AND claim_token = ${item.claimToken} AND status = 'claimed'`
-  const inTransaction = Effect.map(Effect.serviceOption(SqlClient.TransactionConnection), Option.isSome)
 
   /**
    * Scheduling an existing (kind, key): a pending item takes the new due time and payload; a claimed
