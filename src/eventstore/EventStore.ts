@@ -123,9 +123,9 @@ export interface StreamInfo {
 
 export interface EventStoreShape {
   /**
-   * Appends events. Inside a caller's transaction it joins it (the caller retries
-   * `StreamOrderingConflict` and signals after commit); on its own it runs in its own transaction,
-   * retries ordering conflicts, and wakes local processors after commit.
+   * Appends events. Inside a caller's transaction it joins it (the transaction's owner retries
+   * `StreamOrderingConflict`; local processors are woken after its commit); on its own it runs in
+   * its own transaction, retries ordering conflicts, and wakes local processors after commit.
    */
   readonly append: (input: AppendInput) => Effect.Effect<AppendResult, AppendError | SqlError>
   /**
@@ -133,7 +133,7 @@ export interface EventStoreShape {
    * Each input is validated and checked like `append` (a stream id twice in one call is an
    * `InvalidAppend`); the first conflict, in stream id order, fails the whole call. Inside a caller's
    * transaction it joins it — a conflict then leaves that transaction aborted (the statement raised),
-   * so the caller must roll back (`sql.withTransaction` does on failure); on its own it retries
+   * so the caller must roll back (`transaction` does on failure); on its own it retries
    * ordering conflicts and wakes local processors after commit.
    */
   readonly appendMany: (
@@ -603,8 +603,8 @@ export const makeEventStore = Effect.gen(function* () {
     )
 
   /**
-   * Inside a caller's transaction an append joins it (the caller retries ordering conflicts and
-   * signals after commit). On its own it is one statement, atomic by itself: one round trip, no
+   * Inside a caller's transaction an append joins it (the transaction's owner retries ordering
+   * conflicts; local processors are woken after its commit, see db/Transaction). On its own it is one statement, atomic by itself: one round trip, no
    * BEGIN/COMMIT, retried on ordering conflicts, local processors woken after. With personal data,
    * the subject's key is looked up (or created) by one statement before it. No transaction is needed
    * around the two: a key whose append then fails is simply reused by the next append for that
@@ -614,7 +614,7 @@ export const makeEventStore = Effect.gen(function* () {
   const joinOrStandalone = <A>(once: Effect.Effect<A, AppendError | SqlError>) =>
     Effect.flatMap(inTransaction, (joined) =>
       joined
-        ? once
+        ? Effect.tap(once, () => signal.notifyAfterCommit)
         : once.pipe(
             Effect.retry({ while: (e) => e._tag === "StreamOrderingConflict", schedule: orderingRetry }),
             Effect.tap(() => signal.notify)

@@ -1,14 +1,16 @@
 /**
- * Runs commands against aggregates: serialize per stream (in-process mailbox) → load (snapshot +
- * events) → decide → ONE transaction: append with the expected version + inline projections +
- * public-event rows → wake local processors. Optimistic-concurrency conflicts (another process won
- * the race) are retried a bounded number of times by reloading and deciding again.
+ * Runs commands against aggregates: load (snapshot + events) → decide → append with the expected
+ * version + inline projections + public-event rows, all in ONE transaction. The transaction rule
+ * (db/Transaction): inside a caller's transaction a command joins it and leaves retries, wake-ups
+ * and snapshots to the caller's owner; on its own it is serialized per stream (in-process mailbox),
+ * opens and owns its transaction, retries it on an optimistic-concurrency conflict (another process
+ * won the race) by loading and deciding again, and wakes processors and snapshots after the commit.
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Layer, Option, Schedule } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import { inTransaction } from "../db/Sql.js"
-import { AppendSignal } from "../eventstore/AppendSignal.js"
+import { afterCommit, transactionWith } from "../db/Transaction.js"
 import {
   type AppendResult,
   type EventMetadata,
@@ -28,7 +30,10 @@ export interface ExecuteOptions {
   readonly metadata?: EventMetadata
   /** Deterministic event ids (process managers): a redelivered trigger becomes a DuplicateEvent no-op. */
   readonly eventIds?: (index: number) => string
-  /** Attempts in total when another process appends concurrently (default 5). */
+  /**
+   * Attempts in total when another process appends concurrently (default 5). Only when the command
+   * owns its transaction: joined to a caller's, a conflict fails it and the caller's owner retries.
+   */
   readonly maxAttempts?: number
 }
 
@@ -54,6 +59,14 @@ export interface StreamCommand<C, S> {
 export type CommandError<Err> = Err | AppendError | EventDecodeError | SqlError
 
 export interface CommandRunnerShape {
+  /**
+   * Runs a use case's commands in ONE transaction: the caller's when there is one (nothing else
+   * happens then), else its own, which it owns: when a command loses a race (another writer appended
+   * first) the whole transaction runs again — serialized in-process behind that stream's other
+   * writers, so a hot stream queues instead of burning attempts — up to 5 attempts in total; after
+   * the commit it wakes local processors and writes snapshots.
+   */
+  readonly transact: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
   readonly execute: <C, E extends DomainEvent, S, Err>(
     decider: Decider<C, E, S, Err>,
     streamId: string,
@@ -95,6 +108,12 @@ export const isConcurrencyConflict = (error: unknown): boolean =>
   "_tag" in error &&
   (error._tag === "WrongExpectedVersion" || error._tag === "StreamOrderingConflict")
 
+/** The stream a concurrency conflict happened on. */
+const conflictStream = (error: unknown): string | undefined =>
+  isConcurrencyConflict(error) && typeof error === "object" && error !== null && "streamId" in error
+    ? String(error.streamId)
+    : undefined
+
 /** Public event ids derive from the source event id, keeping its UUIDv7 timestamp for ordering. */
 export const publicEventId = (sourceEventId: string, index: number): string =>
   fromUuid("evt", derivedUuid(sourceEventId.replace(/-/g, "").slice(0, 12), `${sourceEventId}:${index}`))
@@ -108,12 +127,35 @@ interface SnapshotRow {
 export const makeCommandRunner = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const store = yield* EventStore
-  const signal = yield* AppendSignal
   const projections = yield* Projections
   const mailbox: KeyedMailbox = makeKeyedMailbox()
-  /** Joins the caller's transaction (no savepoint round trips) or opens one. */
-  const joinOrBegin = <A, E2, R2>(effect: Effect.Effect<A, E2, R2>) =>
-    Effect.flatMap(inTransaction, (joined) => (joined ? effect : sql.withTransaction(effect)))
+  const transaction = transactionWith(sql)
+
+  /**
+   * Owns a transaction of commands. A conflict on a stream cannot resolve inside the transaction (a
+   * stale version stays stale; a stream-ordering conflict's id is older than the competing commit's),
+   * so the whole transaction runs again, holding that stream's in-process mailbox (taken before the
+   * transaction begins, one at a time, so waiting for it never holds a lock or a connection).
+   */
+  const owning = <A, E, R>(
+    effect: Effect.Effect<A, E, R>,
+    options: { readonly attempts?: number; readonly streamId?: string }
+  ): Effect.Effect<A, E | SqlError, R> => {
+    const attempts = Math.max(1, options.attempts ?? 5)
+    const once = transaction(effect)
+    const run = (n: number, hot: string | undefined): Effect.Effect<A, E | SqlError, R> =>
+      (hot === undefined ? once : mailbox.run(hot, once)).pipe(
+        Effect.catchIf(
+          (error) => n < attempts && isConcurrencyConflict(error),
+          (error) =>
+            Effect.zipRight(
+              Effect.sleep(Math.round(Math.random() * 5 * 2 ** (n - 1))),
+              run(n + 1, conflictStream(error) ?? hot)
+            )
+        )
+      )
+    return run(1, options.streamId)
+  }
 
   const decodeAll = <C, E extends DomainEvent, S, Err>(
     decider: Decider<C, E, S, Err>,
@@ -182,8 +224,10 @@ export const makeCommandRunner = Effect.gen(function* () {
           state = EXCLUDED.state, created_at = EXCLUDED.created_at
         WHERE event_store.snapshots.version < EXCLUDED.version OR event_store.snapshots.state_version <> EXCLUDED.state_version`
     }).pipe(
-      // A snapshot is a cache: failing to write one never fails the command.
-      Effect.catchAllCause((cause) => Effect.logWarning(`snapshot of ${streamId} not written`, cause))
+      // A snapshot is a cache: failing to write one never fails the command. It is written after
+      // the commit (never inside the caller's transaction, which a failed statement would abort).
+      Effect.catchAllCause((cause) => Effect.logWarning(`snapshot of ${streamId} not written`, cause)),
+      (save) => afterCommit(`snapshot:${streamId}`, save)
     )
 
   const toNewEvents = <C, E extends DomainEvent, S, Err>(
@@ -257,7 +301,10 @@ export const makeCommandRunner = Effect.gen(function* () {
       }
     })
 
-  /** One attempt: load, decide, and commit everything in one transaction. */
+  /**
+   * Load, decide, append and project, in the current transaction (the caller's or the one `execute`
+   * opened). The append registers the wake-up and this the snapshot, both for after the commit.
+   */
   const attempt = <C, E extends DomainEvent, S, Err>(
     decider: Decider<C, E, S, Err>,
     streamId: string,
@@ -267,32 +314,25 @@ export const makeCommandRunner = Effect.gen(function* () {
     Effect.gen(function* () {
       const loaded = yield* load(decider, streamId)
       const decided = yield* decider.decide(command, loaded.state)
-      if (decided.length === 0) {
-        return {
-          result: { state: loaded.state, version: loaded.version, events: [] },
-          committed: false,
-          loaded
-        }
-      }
+      if (decided.length === 0) return { state: loaded.state, version: loaded.version, events: [] }
       const newEvents = toNewEvents(decider, decided, options.eventIds)
       const metadata = options.metadata ?? {}
-      const committed = yield* sql.withTransaction(
-        Effect.gen(function* () {
-          const appended = yield* store.append({
-            streamId,
-            streamType: decider.streamType,
-            expectedVersion: loaded.version,
-            events: newEvents,
-            metadata
-          })
-          const recorded = recordedOf(decided, newEvents, appended, loaded.version, metadata)
-          const publicRows: Array<PublicEventRow> = []
-          const state = evolveRecorded(decider, loaded.state, recorded, publicRows)
-          yield* project(recorded, publicRows)
-          return { state, version: appended.version, events: recorded }
-        })
-      )
-      return { result: committed, committed: true, loaded }
+      const appended = yield* store.append({
+        streamId,
+        streamType: decider.streamType,
+        expectedVersion: loaded.version,
+        events: newEvents,
+        metadata
+      })
+      const recorded = recordedOf(decided, newEvents, appended, loaded.version, metadata)
+      const publicRows: Array<PublicEventRow> = []
+      const state = evolveRecorded(decider, loaded.state, recorded, publicRows)
+      yield* project(recorded, publicRows)
+      if (decider.snapshot && appended.version - loaded.snapshotVersion >= decider.snapshot.every) {
+        yield* saveSnapshot(streamId, decider.snapshot, state, appended.version)
+      }
+      const result: CommandResult<S, E> = { state, version: appended.version, events: recorded }
+      return result
     })
 
   const loadMany = <C, E extends DomainEvent, S, Err>(
@@ -360,7 +400,8 @@ export const makeCommandRunner = Effect.gen(function* () {
       }
       if (appending.length === 0) return commands.map((_, i) => unchanged(i))
       const metadata = options.metadata ?? {}
-      const results = yield* joinOrBegin(
+      // Owned or joined, never retried here (see the interface); the append wakes after the commit.
+      return yield* transaction(
         Effect.gen(function* () {
           const appended = yield* store.appendMany(
             appending.map((a) => ({
@@ -386,8 +427,6 @@ export const makeCommandRunner = Effect.gen(function* () {
           return commands.map((_, i) => byIndex.get(i) ?? unchanged(i))
         })
       )
-      yield* signal.notify
-      return results
     }).pipe(
       Effect.withSpan("CommandRunner.executeMany", {
         captureStackTrace: false,
@@ -396,37 +435,21 @@ export const makeCommandRunner = Effect.gen(function* () {
     )
 
   const runner: CommandRunnerShape = {
+    transact: (effect) => Effect.flatMap(inTransaction, (joined) => (joined ? effect : owning(effect, {}))),
     execute: (decider, streamId, command, options = {}) =>
-      mailbox
-        .run(
-          streamId,
-          attempt(decider, streamId, command, options).pipe(
-            Effect.retry({
-              while: isConcurrencyConflict,
-              schedule: Schedule.exponential("5 millis").pipe(
-                Schedule.jittered,
-                Schedule.intersect(Schedule.recurs(Math.max(0, (options.maxAttempts ?? 5) - 1)))
-              )
+      Effect.flatMap(inTransaction, (joined) =>
+        joined
+          ? attempt(decider, streamId, command, options)
+          : owning(attempt(decider, streamId, command, options), {
+              streamId,
+              ...(options.maxAttempts === undefined ? {} : { attempts: options.maxAttempts })
             })
-          )
-        )
-        .pipe(
-          Effect.tap(({ committed, result, loaded }) =>
-            committed
-              ? Effect.zipRight(
-                  signal.notify,
-                  decider.snapshot && result.version - loaded.snapshotVersion >= decider.snapshot.every
-                    ? saveSnapshot(streamId, decider.snapshot, result.state, result.version)
-                    : Effect.void
-                )
-              : Effect.void
-          ),
-          Effect.map(({ result }) => result),
-          Effect.withSpan("CommandRunner.execute", {
-            captureStackTrace: false,
-            attributes: { "stream.id": streamId, "aggregate.type": decider.streamType }
-          })
-        ),
+      ).pipe(
+        Effect.withSpan("CommandRunner.execute", {
+          captureStackTrace: false,
+          attributes: { "stream.id": streamId, "aggregate.type": decider.streamType }
+        })
+      ),
     load: (decider, streamId) =>
       Effect.map(load(decider, streamId), ({ state, version }) => ({ state, version })),
     loadMany,

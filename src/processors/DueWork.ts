@@ -10,7 +10,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Deferred, Duration, Effect, Exit, FiberSet, Layer, Option, Queue, type Scope } from "effect"
 import type { AppConfig } from "../config.js"
-import { inTransaction } from "../db/Sql.js"
+import { transactionWith } from "../db/Transaction.js"
 import { makeAppendSignal } from "../eventstore/AppendSignal.js"
 import { isConcurrencyConflict } from "../kernel/CommandRunner.js"
 import { addDuration, fromNow, now } from "../kernel/Time.js"
@@ -187,6 +187,7 @@ const byDueAt = (a: DueItem, b: DueItem) => a.dueAt.getTime() - b.dueAt.getTime(
 
 export const makeDueWork = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
+  const transact = transactionWith(sql)
   const signal = yield* makeAppendSignal
   const columns = sql.literal(COLUMNS)
   // Qualified for the statements where `d` is joined (`id` alone would be ambiguous).
@@ -235,7 +236,7 @@ export const makeDueWork = Effect.gen(function* () {
           RETURNING ${columnsOfD}`
         const row = rows[0]
         if (row) {
-          if (!(yield* inTransaction)) yield* signal.notify
+          yield* signal.notifyAfterCommit
           return row
         }
         // Left alone (claimed, or finished without `replace`): nothing new for the workers.
@@ -275,7 +276,7 @@ export const makeDueWork = Effect.gen(function* () {
             RETURNING 1 AS ok`
           changed += written.length
         }
-        if (changed > 0 && !(yield* inTransaction)) yield* signal.notify
+        if (changed > 0) yield* signal.notifyAfterCommit
         return changed
       }),
 
@@ -375,7 +376,7 @@ export const makeDueWork = Effect.gen(function* () {
       return Effect.uninterruptible(
         writes === undefined
           ? record
-          : sql.withTransaction(
+          : transact(
               Effect.flatMap(record, (ours) => (ours ? Effect.as(writes, true) : Effect.succeed(false)))
             )
       )
@@ -568,7 +569,7 @@ export const dueWorker = <E, R, OE = never, OR = never, B = never>(
 
   const run = Effect.gen(function* () {
     const work = yield* DueWork
-    const sql = yield* SqlClient.SqlClient
+    const transact = transactionWith(yield* SqlClient.SqlClient)
     const owner = yield* resolveOwner(options.owner)
     const wake = yield* work.listen
     const freed = yield* Queue.sliding<void>(1)
@@ -607,7 +608,7 @@ export const dueWorker = <E, R, OE = never, OR = never, B = never>(
     // --- Group commit: outcomes that finished meanwhile, recorded in one transaction ---------------
     const toRecord = yield* Queue.unbounded<PendingRecord<OE, OR, B>>()
     const recordTogether = (entries: ReadonlyArray<PendingRecord<OE, OR, B>>) =>
-      sql.withTransaction(
+      transact(
         Effect.gen(function* () {
           const ours = yield* work.completeMany(entries)
           const batch: Array<B> = []

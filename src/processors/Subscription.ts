@@ -9,6 +9,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Duration, Effect, Option, Queue } from "effect"
 import type { AppConfig } from "../config.js"
+import { transaction } from "../db/Transaction.js"
 import { AppendSignal } from "../eventstore/AppendSignal.js"
 import { type Checkpoint, origin } from "../eventstore/Checkpoint.js"
 import { EventStore, type StoredEvent } from "../eventstore/EventStore.js"
@@ -123,7 +124,7 @@ export function subscriptionProcessor<E, R>(
         from,
         to: batch.checkpoint
       }
-      yield* sql.withTransaction(
+      yield* transaction(
         Effect.gen(function* () {
           yield* handle(batch.rows, context)
           const at = yield* now
