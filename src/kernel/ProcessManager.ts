@@ -156,7 +156,7 @@ export const defineProcessManager =
  * A deterministic UUID for an output of `input`: the same input and `key` always give the same id,
  * time-ordered by the input's occurrence. Use it (or `Ids.derive` over `input.id`) for every output id.
  */
-export const outputId = (input: ProcessInput, key: string): string =>
+export const outputId = (input: Pick<ProcessInput, "id" | "occurredAt">, key: string): string =>
   derivedUuid(Math.max(0, input.occurredAt.getTime()).toString(16), `${input.id}:${key}`)
 
 /** An instance: its state plus what the runner needs to stay once-only. */

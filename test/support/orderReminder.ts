@@ -30,62 +30,66 @@ export type ToyOrderState =
       readonly reminderId: string
     }
 
-export const OrderReminder = defineProcessManager<ToyCommands>()({
-  name: "toy-order-reminder",
-  events: [ToyOrderPlaced, ToyOrderPaid],
-  timeout: Schema.Struct({ orderId: Schema.String }),
-  correlate: (input) => `order-${input.data.orderId}`,
-  initialState: { status: "new" } as ToyOrderState,
-  evolve: (state, input): ToyOrderState => {
-    switch (input.type) {
-      case "toy_order.placed":
-        return state.status !== "new"
-          ? state
-          : {
-              status: "awaiting_payment",
-              orderId: input.data.orderId,
-              total: input.data.total,
-              reminderId: outputId(input, "reminder")
+/** One per name, so tests sharing a database keep their subscriptions and streams apart. */
+export const makeOrderReminder = (name = "toy-order-reminder") =>
+  defineProcessManager<ToyCommands>()({
+    name,
+    events: [ToyOrderPlaced, ToyOrderPaid],
+    timeout: Schema.Struct({ orderId: Schema.String }),
+    correlate: (input) => `order-${input.data.orderId}`,
+    initialState: { status: "new" } as ToyOrderState,
+    evolve: (state, input): ToyOrderState => {
+      switch (input.type) {
+        case "toy_order.placed":
+          return state.status !== "new"
+            ? state
+            : {
+                status: "awaiting_payment",
+                orderId: input.data.orderId,
+                total: input.data.total,
+                reminderId: outputId(input, "reminder")
+              }
+        case "toy_order.paid":
+          return state.status === "new" ? state : { ...state, status: "paid" }
+        case TIMEOUT:
+          return state.status === "awaiting_payment" ? { ...state, status: "reminded" } : state
+      }
+    },
+    decide: (input, state) => {
+      switch (input.type) {
+        case "toy_order.placed":
+          if (state.status !== "new") return []
+          return [
+            {
+              kind: TIMEOUT,
+              id: outputId(input, "reminder"),
+              dueAt: new Date(input.occurredAt.getTime() + REMINDER_DELAY_MS),
+              payload: { orderId: input.data.orderId }
             }
-      case "toy_order.paid":
-        return state.status === "new" ? state : { ...state, status: "paid" }
-      case TIMEOUT:
-        return state.status === "awaiting_payment" ? { ...state, status: "reminded" } : state
+          ]
+        case "toy_order.paid":
+          if (state.status !== "awaiting_payment" && state.status !== "reminded") return []
+          return [
+            ...(state.status === "awaiting_payment"
+              ? [{ kind: "cancel-timeout" as const, id: state.reminderId }]
+              : []),
+            {
+              kind: "receipts.send",
+              id: outputId(input, "receipt"),
+              input: { orderId: state.orderId, total: state.total }
+            }
+          ]
+        case TIMEOUT:
+          if (state.status !== "awaiting_payment") return []
+          return [
+            {
+              kind: "reminders.send",
+              id: outputId(input, "reminder"),
+              input: { orderId: state.orderId, total: state.total }
+            }
+          ]
+      }
     }
-  },
-  decide: (input, state) => {
-    switch (input.type) {
-      case "toy_order.placed":
-        if (state.status !== "new") return []
-        return [
-          {
-            kind: TIMEOUT,
-            id: outputId(input, "reminder"),
-            dueAt: new Date(input.occurredAt.getTime() + REMINDER_DELAY_MS),
-            payload: { orderId: input.data.orderId }
-          }
-        ]
-      case "toy_order.paid":
-        if (state.status !== "awaiting_payment" && state.status !== "reminded") return []
-        return [
-          ...(state.status === "awaiting_payment"
-            ? [{ kind: "cancel-timeout" as const, id: state.reminderId }]
-            : []),
-          {
-            kind: "receipts.send",
-            id: outputId(input, "receipt"),
-            input: { orderId: state.orderId, total: state.total }
-          }
-        ]
-      case TIMEOUT:
-        if (state.status !== "awaiting_payment") return []
-        return [
-          {
-            kind: "reminders.send",
-            id: outputId(input, "reminder"),
-            input: { orderId: state.orderId, total: state.total }
-          }
-        ]
-    }
-  }
-})
+  })
+
+export const OrderReminder = makeOrderReminder()
