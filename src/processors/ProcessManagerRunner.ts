@@ -11,6 +11,11 @@
  * and the input is redelivered; an input seen again after the commit (a reset checkpoint, a timeout
  * claimed twice) is recognised as handled by its id; and the outputs' own ids, derived from the input,
  * make a command that slipped through a duplicate at its target.
+ *
+ * An instance is written by one subscription owner (its lease) and by the timeout worker; should both
+ * write one instance at the same moment, the expected-version check fails one of them: a timeout's
+ * outcome is recorded again in a new transaction (the worker retries conflicts), a batch is rolled
+ * back and redelivered (the supervisor restarts the subscription).
  */
 import type { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"

@@ -203,76 +203,74 @@ layer(TestLayer, { excludeTestServices: true, timeout: 60_000 })("process manage
     })
   )
 
-  it.effect(
-    "a timeout fires when the clock passes it, never after its cancellation, and a stale one is ignored",
-    () =>
-      withTestClock(
-        Effect.gen(function* () {
-          yield* setup
-          const pm = makeOrderReminder("toy-timeouts")
-          const work = yield* DueWork
-          const sub = yield* Effect.fork(
-            processManagerSubscription(pm, handlers, { source: "events", owner: "node-a", ...fast }).run
-          )
-          // Placed at the TestClock's time: A is never paid, B is paid before its reminder is due.
-          const a = yield* placeAndPay("t-a", { pay: false })
-          const b = yield* placeAndPay("t-b")
-          const reminderOf = (appended: typeof a) =>
-            outputId({ id: appended.eventIds[0] ?? "", occurredAt: appended.recordedAt }, "reminder")
-          const reminderA = reminderOf(a)
-          const reminderB = reminderOf(b)
-          yield* nudging(Effect.map(dueRow("toy-timeouts", reminderA), (r) => r?.status === "pending"))
-          yield* nudging(Effect.map(dueRow("toy-timeouts", reminderB), (r) => r?.status === "cancelled"))
-          yield* Fiber.interrupt(sub)
-          expect((yield* dueRow("toy-timeouts", reminderA))?.dueAt.getTime()).toBe(
-            a.recordedAt.getTime() + REMINDER_DELAY_MS
-          )
+  it.effect("timeouts: fired once due, never once cancelled, ignored when stale", () =>
+    withTestClock(
+      Effect.gen(function* () {
+        yield* setup
+        const pm = makeOrderReminder("toy-timeouts")
+        const work = yield* DueWork
+        const sub = yield* Effect.fork(
+          processManagerSubscription(pm, handlers, { source: "events", owner: "node-a", ...fast }).run
+        )
+        // Placed at the TestClock's time: A is never paid, B is paid before its reminder is due.
+        const a = yield* placeAndPay("t-a", { pay: false })
+        const b = yield* placeAndPay("t-b")
+        const reminderOf = (appended: typeof a) =>
+          outputId({ id: appended.eventIds[0] ?? "", occurredAt: appended.recordedAt }, "reminder")
+        const reminderA = reminderOf(a)
+        const reminderB = reminderOf(b)
+        yield* nudging(Effect.map(dueRow("toy-timeouts", reminderA), (r) => r?.status === "pending"))
+        yield* nudging(Effect.map(dueRow("toy-timeouts", reminderB), (r) => r?.status === "cancelled"))
+        yield* Fiber.interrupt(sub)
+        expect((yield* dueRow("toy-timeouts", reminderA))?.dueAt.getTime()).toBe(
+          a.recordedAt.getTime() + REMINDER_DELAY_MS
+        )
 
-          // A minute before: the worker's round finds nothing due. (Polling loops are started after
-          // the jump: a day of 50 ms polls replayed by the TestClock would only slow the test down.)
-          yield* TestClock.adjust(REMINDER_DELAY_MS - 60_000)
-          const timeouts = yield* Effect.fork(
-            processManagerTimeouts(pm, handlers, { owner: "node-a", pollInterval: "100 millis" }).run
-          )
-          yield* parked()
-          expect(yield* commands("toy-timeouts", "t-")).toEqual([
-            expect.objectContaining({ kind: "receipts.send", orderId: "t-b" })
-          ])
-          // The clock passes it: one reminder for A, none for B (cancelled).
-          yield* TestClock.adjust("1 minute")
-          yield* nudging(Effect.map(dueRow("toy-timeouts", reminderA), (r) => r?.status === "done"))
-          expect((yield* commands("toy-timeouts", "t-")).map((c) => `${c.kind}:${c.orderId}`)).toEqual([
-            "reminders.send:t-a",
-            "receipts.send:t-b"
-          ])
-          expect(yield* dueRow("toy-timeouts", reminderB)).toMatchObject({ status: "cancelled" })
-          const a1 = yield* instanceEvents("toy-timeouts", "t-a")
-          expect(a1.map((e) => e.data)).toMatchObject([
-            { input: { type: "toy_order.placed" } },
-            { input: { type: "timeout", id: reminderA, data: { orderId: "t-a" } } }
-          ])
+        // A minute before: the worker's round finds nothing due. (Polling loops are started after
+        // the jump: a day of 50 ms polls replayed by the TestClock would only slow the test down.)
+        yield* TestClock.adjust(REMINDER_DELAY_MS - 60_000)
+        const timeouts = yield* Effect.fork(
+          processManagerTimeouts(pm, handlers, { owner: "node-a", pollInterval: "100 millis" }).run
+        )
+        yield* parked()
+        expect(yield* commands("toy-timeouts", "t-")).toEqual([
+          expect.objectContaining({ kind: "receipts.send", orderId: "t-b" })
+        ])
+        // The clock passes it: one reminder for A, none for B (cancelled).
+        yield* TestClock.adjust("1 minute")
+        yield* nudging(Effect.map(dueRow("toy-timeouts", reminderA), (r) => r?.status === "done"))
+        expect((yield* commands("toy-timeouts", "t-")).map((c) => `${c.kind}:${c.orderId}`)).toEqual([
+          "reminders.send:t-a",
+          "receipts.send:t-b"
+        ])
+        expect(yield* dueRow("toy-timeouts", reminderB)).toMatchObject({ status: "cancelled" })
+        const a1 = yield* instanceEvents("toy-timeouts", "t-a")
+        expect(a1.map((e) => e.data)).toMatchObject([
+          { input: { type: "toy_order.placed" } },
+          { input: { type: "timeout", id: reminderA, data: { orderId: "t-a" } } }
+        ])
 
-          // B's cancelled timeout comes due anyway (a cancel that lost a race with its claim): the
-          // instance no longer expects it, so it is stale and sends nothing.
-          const rearm = (key: string, appended: typeof a, orderId: string) =>
-            work.schedule({
-              kind: timeoutKind("toy-timeouts"),
-              key,
-              dueAt: new Date(appended.recordedAt.getTime() + REMINDER_DELAY_MS),
-              payload: { instanceId: `order-${orderId}`, payload: { orderId } },
-              replace: true
-            })
-          yield* rearm(reminderB, b, "t-b")
-          yield* nudging(Effect.map(dueRow("toy-timeouts", reminderB), (r) => r?.status === "done"))
-          // A's timeout delivered a second time: the instance has handled it already.
-          yield* rearm(reminderA, a, "t-a")
-          yield* nudging(Effect.map(dueRow("toy-timeouts", reminderA), (r) => r?.status === "done"))
-          yield* Fiber.interrupt(timeouts)
-          expect((yield* commands("toy-timeouts", "t-")).length).toBe(2)
-          expect((yield* instanceEvents("toy-timeouts", "t-b")).length).toBe(2)
-          expect((yield* instanceEvents("toy-timeouts", "t-a")).length).toBe(2)
-        })
-      )
+        // B's cancelled timeout comes due anyway (a cancel that lost a race with its claim): the
+        // instance no longer expects it, so it is stale and sends nothing.
+        const rearm = (key: string, appended: typeof a, orderId: string) =>
+          work.schedule({
+            kind: timeoutKind("toy-timeouts"),
+            key,
+            dueAt: new Date(appended.recordedAt.getTime() + REMINDER_DELAY_MS),
+            payload: { instanceId: `order-${orderId}`, payload: { orderId } },
+            replace: true
+          })
+        yield* rearm(reminderB, b, "t-b")
+        yield* nudging(Effect.map(dueRow("toy-timeouts", reminderB), (r) => r?.status === "done"))
+        // A's timeout delivered a second time: the instance has handled it already.
+        yield* rearm(reminderA, a, "t-a")
+        yield* nudging(Effect.map(dueRow("toy-timeouts", reminderA), (r) => r?.status === "done"))
+        yield* Fiber.interrupt(timeouts)
+        expect((yield* commands("toy-timeouts", "t-")).length).toBe(2)
+        expect((yield* instanceEvents("toy-timeouts", "t-b")).length).toBe(2)
+        expect((yield* instanceEvents("toy-timeouts", "t-a")).length).toBe(2)
+      })
+    )
   )
 
   it.effect("inputs of one instance in one batch see each other; other event types are skipped", () =>
