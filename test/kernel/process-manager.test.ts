@@ -5,9 +5,16 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Schema } from "effect"
 import { defineEvent, Personal } from "../../src/eventstore/EventType.js"
-import { defineProcessManager, outputId, TIMEOUT } from "../../src/kernel/ProcessManager.js"
+import {
+  applyInput,
+  defineProcessManager,
+  newInstance,
+  outputId,
+  step,
+  TIMEOUT
+} from "../../src/kernel/ProcessManager.js"
 import { OrderReminder, REMINDER_DELAY_MS, ToyOrderPaid, ToyOrderPlaced } from "../support/orderReminder.js"
-import { inputOf, spec, timedOut } from "../support/processManager.js"
+import { inputOf, instanceAfter, spec, timedOut } from "../support/processManager.js"
 
 const at = new Date("2030-01-01T00:00:00Z")
 const placed = inputOf(ToyOrderPlaced, { orderId: "o1", total: 4200 }, { id: "evt-placed", occurredAt: at })
@@ -77,6 +84,26 @@ describe("process manager (pure)", () => {
       .given([placed])
       .when(timedOut({ ...reminder, id: "not-scheduled" }))
       .thenIgnores("Stale")
+  })
+
+  it("an instance reloaded from its recorded inputs and outputs equals the one decided live", () => {
+    // What the runner's load does: evolve plus the recorded outputs, without deciding again.
+    let replayed = newInstance(OrderReminder)
+    for (const input of [placed, paid]) {
+      const decided = step(OrderReminder, replayed, input)
+      if (decided._tag !== "Decided") throw new Error(decided._tag)
+      replayed = applyInput(
+        OrderReminder,
+        replayed,
+        input,
+        decided.outputs.map((o) => ({ kind: o.kind, id: o.id }))
+      )
+    }
+    const live = instanceAfter(OrderReminder, [placed, paid])
+    expect(replayed).toEqual(live)
+    expect([...live.handled]).toEqual(["evt-placed", "evt-paid"])
+    expect(live.timeouts.size).toBe(0)
+    expect(instanceAfter(OrderReminder, [placed]).timeouts).toEqual(new Set([reminder.id]))
   })
 
   it("a stateless process manager decides every input on its initial state", () => {
