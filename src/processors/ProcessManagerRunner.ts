@@ -69,7 +69,7 @@ export interface OutputContext {
 
 /** The ports, by command kind: each executes its command once per `command.id` (its idempotency key). */
 export type CommandHandlers<M extends CommandMap, E, R> = {
-  readonly [K in keyof M & string]: (
+  readonly [K in CommandKind<M>]: (
     command: Command<M, K>,
     context: OutputContext
   ) => Effect.Effect<void, E, R>
