@@ -1,25 +1,31 @@
 /**
- * Automatic notifications (spec §6.5): a checkpointed subscription on the public events that maps
- * each trigger event to one notification per enabled channel, per the settings (default: email).
+ * Automatic notifications (spec §6.5): a process manager over the public events that maps each
+ * trigger event to one notification per enabled channel, per the settings (default: email).
  * The notification id derives from `<trigger>:<public event id>:<channel>`, so an event seen again
  * (a replay, a reset checkpoint) finds its notification already requested and adds nothing.
  *
  * Adding a trigger's source is one line in `AUTOMATIC_TRIGGERS`.
  */
 import type { SqlClient } from "@effect/sql"
-import { Effect, Option } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { AppConfig } from "../config.js"
 import { findCustomer } from "../customers/queries.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
+import { defineEvent } from "../eventstore/EventType.js"
 import type { PublicEvent } from "../eventstore/PublicEvents.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
+import { defineProcessManager, isTimedOut, outputId } from "../kernel/ProcessManager.js"
 import * as Time from "../kernel/Time.js"
 import { DueWork } from "../processors/DueWork.js"
-import { subscriptionProcessor } from "../processors/Subscription.js"
+import {
+  type CommandHandlers,
+  processManagerSubscription,
+  runBatch
+} from "../processors/ProcessManagerRunner.js"
 import type { Channel, Trigger } from "./channels.js"
 import { recipientProblem, triggerTemplateId } from "./content.js"
-import { NotificationDecider, notificationStream } from "./decider.js"
+import { type NotificationCommand, NotificationDecider, notificationStream } from "./decider.js"
 import { effectiveSettings, SEND_KIND } from "./Notifications.js"
 import { readSettingRows } from "./queries.js"
 
@@ -64,8 +70,11 @@ export const AUTOMATIC_TRIGGERS: ReadonlyArray<AutomaticTrigger> = [
 export const MAX_TRIGGER_AGE_MS = 24 * 60 * 60 * 1000
 
 /** The deterministic id of a trigger's notification on one channel. */
-export const automaticNotificationId = (trigger: Trigger, event: PublicEvent, channel: Channel) =>
-  Ids.derive("ntf", `${trigger}:${event.id}:${channel}`, event.occurredAt.getTime())
+export const automaticNotificationId = (
+  trigger: Trigger,
+  event: Pick<PublicEvent, "id" | "occurredAt">,
+  channel: Channel
+) => Ids.derive("ntf", `${trigger}:${event.id}:${channel}`, event.occurredAt.getTime())
 
 const TRIGGERS_BY_EVENT = new Map<string, ReadonlyArray<AutomaticTrigger>>()
 for (const t of AUTOMATIC_TRIGGERS) TRIGGERS_BY_EVENT.set(t.on, [...(TRIGGERS_BY_EVENT.get(t.on) ?? []), t])
@@ -83,89 +92,140 @@ const customerIdOf = (data: EventData): string | undefined => {
   return id !== undefined && Ids.isValid("cus", id) ? id : undefined
 }
 
-/** Notifies for one batch of public events, inside the subscription's batch transaction. */
-export const notifyForEvents = (events: ReadonlyArray<PublicEvent>) =>
+/** What the notifications side is asked for each trigger an event fires: the trigger and the event. */
+export interface AutomaticRequest {
+  readonly trigger: Trigger
+  readonly event: Pick<PublicEvent, "id" | "type" | "data" | "occurredAt">
+}
+
+interface AutomaticCommands {
+  readonly "notifications.automatic": AutomaticRequest
+}
+
+/** The trigger events as the process manager reads them: the snapshot is passed on whole. */
+const TRIGGER_EVENTS = [...TRIGGERS_BY_EVENT.keys()].map((type) =>
+  defineEvent(type, { schema: Schema.Unknown })
+)
+
+/**
+ * The reaction as a (stateless) process manager: each trigger a public event fires becomes one
+ * request with an id derived from the event. Settings, channels and recipients are the
+ * notifications side's business (`requestAutomaticNotifications`).
+ */
+export const AutomaticNotifications = defineProcessManager<AutomaticCommands>()({
+  name: "notification-triggers",
+  events: TRIGGER_EVENTS,
+  persistence: "none",
+  correlate: (input) => input.id,
+  initialState: undefined,
+  decide: (input) =>
+    isTimedOut(input)
+      ? []
+      : (TRIGGERS_BY_EVENT.get(input.type) ?? []).map((mapping) => ({
+          kind: "notifications.automatic" as const,
+          id: outputId(input, mapping.trigger),
+          input: {
+            trigger: mapping.trigger,
+            event: { id: input.id, type: input.type, data: input.data, occurredAt: input.occurredAt }
+          }
+        }))
+})
+
+/** A notification request of `notificationId`, as the trigger resolved it. */
+type Request = Omit<Extract<NotificationCommand, { _tag: "Request" }>, "_tag">
+
+/**
+ * Requests one notification and queues its send (due at `dueAt`); nothing when it was requested
+ * before (the same derived id) or its customer was erased meanwhile. The notifications context's
+ * "request a notification" operation, once it exists, replaces this body.
+ */
+const requestNotification = (request: Request, dueAt: Date) =>
   Effect.gen(function* () {
     const runner = yield* CommandRunner
-    const work = yield* DueWork
+    const result = yield* runner
+      .execute(
+        NotificationDecider,
+        notificationStream(request.notificationId),
+        { _tag: "Request", ...request },
+        { metadata: AUTOMATIC }
+      )
+      .pipe(
+        // The customer was erased meanwhile: nothing personal may be stored for them, so no notice.
+        Effect.catchTag("SubjectForgotten", () => Effect.succeed({ events: [] }))
+      )
+    // Already requested (the event was seen before) or erased: nothing (more) to send.
+    if (result.events.length === 0) return
+    yield* Effect.flatMap(DueWork, (work) =>
+      work.schedule({ kind: SEND_KIND, key: request.notificationId, dueAt })
+    )
+  })
+
+/**
+ * The notifications side of one trigger: the settings (enabled, channels), a recipient per channel,
+ * then one notification per channel with an id derived from the event. Events over 24 h old notify
+ * nobody. Runs in the caller's (the subscription batch's) transaction.
+ */
+export const requestAutomaticNotifications = ({ trigger, event }: AutomaticRequest) =>
+  Effect.gen(function* () {
     const config = yield* AppConfig
     const store = { name: config.notifications.storeName, url: config.notifications.storeUrl }
-    const settings = effectiveSettings(yield* readSettingRows)
-    const now = yield* Time.nowMillis
-    for (const event of events) {
-      if (now - event.occurredAt.getTime() > MAX_TRIGGER_AGE_MS) {
-        yield* Effect.logWarning(`${event.type} ${event.id} is over 24 h old: no automatic notification`)
+    if ((yield* Time.nowMillis) - event.occurredAt.getTime() > MAX_TRIGGER_AGE_MS) {
+      yield* Effect.logWarning(`${event.type} ${event.id} is over 24 h old: no automatic notification`)
+      return
+    }
+    const mapping = AUTOMATIC_TRIGGERS.find((t) => t.trigger === trigger && t.on === event.type)
+    const setting = effectiveSettings(yield* readSettingRows).of(trigger)
+    if (mapping === undefined || !setting.enabled) return
+    const data = asObject(event.data)
+    const customerId = customerIdOf(data)
+    const customer = customerId === undefined ? Option.none() : yield* findCustomer(customerId)
+    const onRecord = Option.getOrUndefined(customer)
+    const deviceToken = onRecord?.metadata.deviceToken
+    const recipients: Record<Channel, string | undefined> = {
+      email: text(data.email) ?? onRecord?.email,
+      sms: text(data.phone) ?? onRecord?.phone ?? undefined,
+      push: text(data.deviceToken) ?? (typeof deviceToken === "string" ? deviceToken : undefined)
+    }
+    // Critical triggers always mail, whatever the stored channels say.
+    const channels = new Set<Channel>(setting.critical ? [...setting.channels, "email"] : setting.channels)
+    for (const channel of channels) {
+      const to = recipients[channel]
+      if (to === undefined || recipientProblem(channel, to) !== undefined) {
+        yield* Effect.logInfo(`${trigger}: no ${channel} recipient for event ${event.id}; skipped`)
         continue
       }
-      const data = asObject(event.data)
-      for (const mapping of TRIGGERS_BY_EVENT.get(event.type) ?? []) {
-        const setting = settings.of(mapping.trigger)
-        if (!setting.enabled) continue
-        const customerId = customerIdOf(data)
-        const customer = customerId === undefined ? Option.none() : yield* findCustomer(customerId)
-        const onRecord = Option.getOrUndefined(customer)
-        const deviceToken = onRecord?.metadata.deviceToken
-        const recipients: Record<Channel, string | undefined> = {
-          email: text(data.email) ?? onRecord?.email,
-          sms: text(data.phone) ?? onRecord?.phone ?? undefined,
-          push: text(data.deviceToken) ?? (typeof deviceToken === "string" ? deviceToken : undefined)
-        }
-        // Critical triggers always mail, whatever the stored channels say.
-        const channels = new Set<Channel>(
-          setting.critical ? [...setting.channels, "email"] : setting.channels
-        )
-        for (const channel of channels) {
-          const to = recipients[channel]
-          if (to === undefined || recipientProblem(channel, to) !== undefined) {
-            yield* Effect.logInfo(
-              `${mapping.trigger}: no ${channel} recipient for event ${event.id}; skipped`
-            )
-            continue
-          }
-          const notificationId = automaticNotificationId(mapping.trigger, event, channel)
-          const result = yield* runner
-            .execute(
-              NotificationDecider,
-              notificationStream(notificationId),
-              {
-                _tag: "Request",
-                notificationId,
-                customerId,
-                eventName: mapping.trigger,
-                channel,
-                to,
-                templateId: yield* triggerTemplateId(mapping.trigger, channel, setting),
-                data: {
-                  ...data,
-                  ...(mapping.variables?.(data, store) ?? {}),
-                  event: { id: event.id, type: event.type, occurredAt: event.occurredAt.toISOString() }
-                },
-                metadata: {},
-                sourceEventId: event.id
-              },
-              { metadata: AUTOMATIC }
-            )
-            .pipe(
-              // The customer was erased meanwhile: nothing personal may be stored for them, so no notice.
-              Effect.catchTag("SubjectForgotten", () => Effect.succeed({ events: [] }))
-            )
-          // Already requested (the event was seen before) or erased: nothing (more) to send.
-          if (result.events.length === 0) continue
-          yield* work.schedule({ kind: SEND_KIND, key: notificationId, dueAt: event.occurredAt })
-        }
-      }
+      yield* requestNotification(
+        {
+          notificationId: automaticNotificationId(trigger, event, channel),
+          customerId,
+          eventName: trigger,
+          channel,
+          to,
+          templateId: yield* triggerTemplateId(trigger, channel, setting),
+          data: {
+            ...data,
+            ...(mapping.variables?.(data, store) ?? {}),
+            event: { id: event.id, type: event.type, occurredAt: event.occurredAt.toISOString() }
+          },
+          metadata: {},
+          sourceEventId: event.id
+        },
+        event.occurredAt
+      )
     }
   })
 
+/** The ports the reaction's commands go to. */
+const ports: CommandHandlers<AutomaticCommands, unknown, AutomaticServices> = {
+  "notifications.automatic": (command) => requestAutomaticNotifications(command.input)
+}
+
+type AutomaticServices = SqlClient.SqlClient | CommandRunner | DueWork | AppConfig
+
+/** Notifies for one batch of public events, inside the caller's transaction. */
+export const notifyForEvents = (events: ReadonlyArray<PublicEvent>) =>
+  runBatch(AutomaticNotifications, ports, events)
+
 /** The automatic notifications processor (`ROLE=worker|all`). */
 export const automaticNotifications = () =>
-  subscriptionProcessor<unknown, SqlClient.SqlClient | CommandRunner | DueWork | AppConfig>({
-    name: "notification-triggers",
-    source: "public_events",
-    eventTypes: [...TRIGGERS_BY_EVENT.keys()],
-    handle: (events) =>
-      Effect.zipRight(
-        notifyForEvents(events),
-        Effect.flatMap(DueWork, (w) => w.wake)
-      )
-  })
+  processManagerSubscription(AutomaticNotifications, ports, { source: "public_events" })
