@@ -28,7 +28,12 @@ import { decodeStoredBatch, liveTarget, PROJECTION_LOCK_CLASS, Projections } fro
 
 export interface ExecuteOptions {
   readonly metadata?: EventMetadata
-  /** Deterministic event ids (process managers): a redelivered trigger becomes a DuplicateEvent no-op. */
+  /**
+   * Deterministic event ids: an append repeated by a redelivered trigger fails with DuplicateEvent
+   * instead of writing twice. Inside a caller's transaction that failure aborts the transaction (no
+   * savepoints), so flows check what they already did first (idempotent deciders, handled inputs)
+   * and keep the derived ids as the last guard.
+   */
   readonly eventIds?: (index: number) => string
   /**
    * Attempts in total when another process appends concurrently (default 5). Only when the command
