@@ -10,8 +10,8 @@ import { Conflict, Forbidden, NotFound } from "../http/errors.js"
 import { Instant, Text } from "../http/Fields.js"
 import { ListOf, PageParams, SortParam } from "../http/Lists.js"
 import { EmailSchema } from "../kernel/Email.js"
+import { Metadata } from "../kernel/Metadata.js"
 import { LIMITS } from "./decider.js"
-import { Metadata } from "./events.js"
 import { SORT_FIELDS } from "./queries.js"
 
 // --- Field schemas ---------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import { Revocations } from "../identity/Revocations.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
 import type { Recorded } from "../kernel/Decider.js"
 import * as Ids from "../kernel/Ids.js"
+import type { MetadataPatch } from "../kernel/Metadata.js"
 import * as Time from "../kernel/Time.js"
 import { commandMetadata, makeTransact } from "../kernel/UseCase.js"
 import {
@@ -26,7 +27,6 @@ import {
   CustomerDecider,
   type CustomerLimitExceeded,
   customerStream,
-  type MetadataPatch,
   type NewAddress
 } from "./decider.js"
 import {

@@ -5,11 +5,11 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { Metadata } from "../customers/events.js"
 import { Authentication, RequiredScope } from "../http/Auth.js"
 import { Conflict, Forbidden, NotFound } from "../http/errors.js"
 import { Instant, Text } from "../http/Fields.js"
 import { ListOf, PageParams, SortParam } from "../http/Lists.js"
+import { Metadata } from "../kernel/Metadata.js"
 import { CHANNELS, TRIGGERS } from "./channels.js"
 import { ChannelSchema, RenderedMessage } from "./events.js"
 import { SORT_FIELDS } from "./queries.js"

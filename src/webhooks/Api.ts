@@ -7,11 +7,11 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { Metadata } from "../customers/events.js"
 import { Authentication, RequiredScope } from "../http/Auth.js"
 import { Conflict, Forbidden, NotFound } from "../http/errors.js"
 import { Instant } from "../http/Fields.js"
 import { ListOf, PageParams, V1List, V1ListParams } from "../http/Lists.js"
+import { Metadata } from "../kernel/Metadata.js"
 import { WEBHOOK_EVENT_TYPES } from "./catalogue.js"
 import { WebhookStatus } from "./events.js"
 
