@@ -5,9 +5,9 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
+import { CurrentRequestId } from "../base/RequestId.js"
 import { AppendSignal } from "../eventstore/AppendSignal.js"
 import type { Actor, EventMetadata } from "../eventstore/EventStore.js"
-import { CurrentRequestId } from "../http/middleware.js"
 import { isConcurrencyConflict } from "./CommandRunner.js"
 
 /**
