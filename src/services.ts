@@ -4,6 +4,7 @@ import { Layer } from "effect"
 import { OpsStatusLive, subscriptionSpecs } from "./audit/OpsStatus.js"
 import type { AppConfig } from "./config.js"
 import { CustomersLive } from "./customers/Customers.js"
+import { CustomersPortLive } from "./customers/port.js"
 import type { AppendSignal } from "./eventstore/AppendSignal.js"
 import type { EventStore } from "./eventstore/EventStore.js"
 import type { Keyring } from "./eventstore/Keyring.js"
@@ -14,6 +15,8 @@ import { RateLimiterLive } from "./http/RateLimit.js"
 import { ReadinessLive } from "./http/Readiness.js"
 import { IdentityLive } from "./identity/Identity.js"
 import { PasswordHasherLive } from "./identity/passwords.js"
+import { IdentityPortLive } from "./identity/port.js"
+import { ProfileCacheLive } from "./identity/profiles.js"
 import { type Revocations, RevocationsLive } from "./identity/Revocations.js"
 import { type AccessTokens, AccessTokensLive } from "./identity/tokens.js"
 import { CredentialVerifierLive } from "./identity/Verifier.js"
@@ -37,11 +40,14 @@ export type ProcessorServices =
   | NotificationProviders
 
 /** Identity's services: signing keys, the revocation list, password hashing and the use cases. */
-export const IdentityServicesLive = IdentityLive.pipe(
-  Layer.provideMerge(Layer.mergeAll(AccessTokensLive, RevocationsLive, PasswordHasherLive, RateLimiterLive))
+export const IdentityServicesLive = Layer.mergeAll(IdentityLive, IdentityPortLive).pipe(
+  Layer.provideMerge(CustomersPortLive),
+  Layer.provideMerge(
+    Layer.mergeAll(AccessTokensLive, RevocationsLive, PasswordHasherLive, RateLimiterLive, ProfileCacheLive)
+  )
 )
 
-/** The customers use cases (over identity's: a shopper's login follows their record). */
+/** The customers use cases (over identity's port: a shopper's login follows their record). */
 export const CustomersServicesLive = CustomersLive.pipe(Layer.provideMerge(IdentityServicesLive))
 
 /**

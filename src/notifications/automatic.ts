@@ -9,19 +9,19 @@
 import type { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import { AppConfig } from "../config.js"
-import { findCustomer } from "../customers/queries.js"
+import { findCustomer } from "../customers/index.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import type { PublicEvent } from "../eventstore/PublicEvents.js"
-import { CommandRunner } from "../kernel/CommandRunner.js"
+import type { CommandRunner } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import * as Time from "../kernel/Time.js"
 import { DueWork } from "../processors/DueWork.js"
 import { subscriptionProcessor } from "../processors/Subscription.js"
 import type { Channel, Trigger } from "./channels.js"
 import { recipientProblem, triggerTemplateId } from "./content.js"
-import { NotificationDecider, notificationStream } from "./decider.js"
-import { effectiveSettings, SEND_KIND } from "./Notifications.js"
+import { effectiveSettings } from "./Notifications.js"
 import { readSettingRows } from "./queries.js"
+import { requestNotification } from "./request.js"
 
 type EventData = Readonly<Record<string, unknown>>
 
@@ -86,8 +86,6 @@ const customerIdOf = (data: EventData): string | undefined => {
 /** Notifies for one batch of public events, inside the subscription's batch transaction. */
 export const notifyForEvents = (events: ReadonlyArray<PublicEvent>) =>
   Effect.gen(function* () {
-    const runner = yield* CommandRunner
-    const work = yield* DueWork
     const config = yield* AppConfig
     const store = { name: config.notifications.storeName, url: config.notifications.storeUrl }
     const settings = effectiveSettings(yield* readSettingRows)
@@ -123,35 +121,27 @@ export const notifyForEvents = (events: ReadonlyArray<PublicEvent>) =>
             continue
           }
           const notificationId = automaticNotificationId(mapping.trigger, event, channel)
-          const result = yield* runner
-            .execute(
-              NotificationDecider,
-              notificationStream(notificationId),
-              {
-                _tag: "Request",
-                notificationId,
-                customerId,
-                eventName: mapping.trigger,
-                channel,
-                to,
-                templateId: yield* triggerTemplateId(mapping.trigger, channel, setting),
-                data: {
-                  ...data,
-                  ...(mapping.variables?.(data, store) ?? {}),
-                  event: { id: event.id, type: event.type, occurredAt: event.occurredAt.toISOString() }
-                },
-                metadata: {},
-                sourceEventId: event.id
+          yield* requestNotification(
+            {
+              notificationId,
+              customerId,
+              eventName: mapping.trigger,
+              channel,
+              to,
+              templateId: yield* triggerTemplateId(mapping.trigger, channel, setting),
+              data: {
+                ...data,
+                ...(mapping.variables?.(data, store) ?? {}),
+                event: { id: event.id, type: event.type, occurredAt: event.occurredAt.toISOString() }
               },
-              { metadata: AUTOMATIC }
-            )
-            .pipe(
-              // The customer was erased meanwhile: nothing personal may be stored for them, so no notice.
-              Effect.catchTag("SubjectForgotten", () => Effect.succeed({ events: [] }))
-            )
-          // Already requested (the event was seen before) or erased: nothing (more) to send.
-          if (result.events.length === 0) continue
-          yield* work.schedule({ kind: SEND_KIND, key: notificationId, dueAt: event.occurredAt })
+              metadata: {},
+              sourceEventId: event.id
+            },
+            { metadata: AUTOMATIC, dueAt: event.occurredAt }
+          ).pipe(
+            // The customer was erased meanwhile: nothing personal may be stored for them, so no notice.
+            Effect.catchTag("SubjectForgotten", () => Effect.void)
+          )
         }
       }
     }
