@@ -5,6 +5,7 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { ApiBase } from "../http/ApiBase.js"
 import { Authentication, RequiredScope, StaffOnly } from "../http/Auth.js"
 import { Conflict, Forbidden, NotFound } from "../http/errors.js"
 import { Instant, Text } from "../http/Fields.js"
@@ -291,3 +292,6 @@ export class CustomersApi extends HttpApiGroup.make("customers")
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Customers") {}
+
+/** This context's routes on the service's API (`ApiBase`): what its handlers are built against. */
+export const CustomersRoutes = ApiBase.add(CustomersApi)

@@ -5,6 +5,7 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { ApiBase } from "../http/ApiBase.js"
 import { Authentication, RequiredScope } from "../http/Auth.js"
 import { Conflict, Forbidden, NotFound } from "../http/errors.js"
 import { Instant, Text } from "../http/Fields.js"
@@ -359,3 +360,6 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Notifications") {}
+
+/** This context's routes on the service's API (`ApiBase`): what its handlers are built against. */
+export const NotificationsRoutes = ApiBase.add(NotificationsApi)

@@ -7,6 +7,7 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { ApiBase } from "../http/ApiBase.js"
 import { Authentication, RequiredScope } from "../http/Auth.js"
 import { Conflict, Forbidden, NotFound } from "../http/errors.js"
 import { Instant } from "../http/Fields.js"
@@ -384,3 +385,6 @@ export class V1WebhooksApi extends HttpApiGroup.make("v1Webhooks")
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Webhooks (v1)") {}
+
+/** This context's routes on the service's API (`ApiBase`): what its handlers are built against. */
+export const WebhooksRoutes = ApiBase.add(WebhooksApi).add(V1WebhooksApi)
