@@ -33,29 +33,20 @@ export interface FollowedProfile {
  * Each joins the caller's transaction; `afterCommit` then applies what they revoked or changed to
  * this process's caches.
  */
+/** A user command for another context: on the user `userId`, in the caller's transaction. */
+export type UserCommandPort<Args extends ReadonlyArray<unknown>> = (
+  userId: string,
+  ...args: Args
+) => Effect.Effect<UserEvents, UserCommandError>
+
 export interface IdentityPortShape {
   /** The login takes the record's email and names (unchanged ones are dropped). */
-  readonly followProfile: (
-    userId: string,
-    profile: FollowedProfile,
-    metadata: EventMetadata
-  ) => Effect.Effect<UserEvents, UserCommandError>
+  readonly followProfile: UserCommandPort<[profile: FollowedProfile, metadata: EventMetadata]>
   /** No login, no refresh, sessions revoked. */
-  readonly deactivate: (
-    userId: string,
-    now: Date,
-    metadata: EventMetadata
-  ) => Effect.Effect<UserEvents, UserCommandError>
-  readonly reactivate: (
-    userId: string,
-    metadata: EventMetadata
-  ) => Effect.Effect<UserEvents, UserCommandError>
+  readonly deactivate: UserCommandPort<[now: Date, metadata: EventMetadata]>
+  readonly reactivate: UserCommandPort<[metadata: EventMetadata]>
   /** Appends `user.erased`; the personal data goes with `forgetKey`, last in the erasing transaction. */
-  readonly erase: (
-    userId: string,
-    now: Date,
-    metadata: EventMetadata
-  ) => Effect.Effect<UserEvents, UserCommandError>
+  readonly erase: UserCommandPort<[now: Date, metadata: EventMetadata]>
   /** Destroys the user's data key (crypto-shredding): their personal fields read back as `Shredded`. */
   readonly forgetKey: (userId: string) => Effect.Effect<void, SqlError>
   /** After the caller's commit: what those events revoked or changed, applied to this process's caches. */
