@@ -4,7 +4,8 @@
  *
  * (a) the context rule: a file of bounded context X imports nothing of context Y but `Y/index.ts`
  *     (its public face), and the composition at the top of `src/` only `Y/index.ts` or `Y/module.ts`;
- * (b) the floors: an import never goes from a lower floor to a higher one.
+ * (b) the floors: an import never goes from a lower floor to a higher one;
+ * and every context has its `index.ts` and `module.ts`, and none imports `flows/` (design/FLOWS.md).
  *
  * No allowlist: a failure names the offending import. Tests and scripts may import internals.
  */
@@ -130,6 +131,26 @@ describe("architecture", () => {
         i.to.path !== `${i.to.unit}/module.ts`
     )
     expect(offending.map(describeImport)).toEqual([])
+  })
+
+  it("no context imports a flow (flows call contexts' ports, never the other way)", () => {
+    const offending = all.filter(
+      (i) => isContext(i.from.unit) && i.from.unit !== "flows" && i.to.unit === "flows"
+    )
+    expect(offending.map(describeImport)).toEqual([])
+  })
+
+  it("every context has its public face (index.ts) and its registration (module.ts)", () => {
+    const present = readdirSync(SRC, { withFileTypes: true })
+      .filter((entry) => entry.isDirectory() && isContext(entry.name))
+      .map((entry) => entry.name)
+    const missing = present.flatMap((context) =>
+      ["index.ts", "module.ts"]
+        .filter((file) => !readdirSync(join(SRC, context)).includes(file))
+        .map((file) => `src/${context}/${file}`)
+    )
+    expect(present.length).toBeGreaterThanOrEqual(4)
+    expect(missing).toEqual([])
   })
 
   it("no import goes from a lower floor to a higher one", () => {
