@@ -13,5 +13,5 @@ export {
   NotificationSent,
   notificationEventTypes
 } from "./events.js"
-export { type RequestOptions, requestNotification, SEND_KIND } from "./request.js"
+export { type RequestOptions, requestNotification } from "./request.js"
 export { WEBHOOK_DISABLED_TEMPLATE_ID } from "./templates.js"
