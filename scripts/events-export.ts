@@ -11,8 +11,8 @@ import { exportEventLog, parseEventLogRequest } from "../src/audit/EventLog.js"
 import { EXPORT_USAGE, openSink, parseExportArgs } from "../src/audit/Export.js"
 import { AppConfigLive } from "../src/config.js"
 import { DatabaseLive } from "../src/db/Database.js"
-import { EventStoreServicesLive } from "../src/db/layers.js"
 import { EventStore } from "../src/eventstore/EventStore.js"
+import { EventStoreServicesLive } from "../src/eventstore/layers.js"
 
 /** Usage errors are reported before the database is opened. */
 const usage = (message: string): never => {

@@ -6,9 +6,9 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Layer } from "effect"
 import { AppConfigLive } from "../src/config.js"
-import { PersistenceLive } from "../src/db/layers.js"
-import { type RebuildProgress, rebuildProjection } from "../src/kernel/Rebuild.js"
+import { PersistenceLive } from "../src/eventstore/layers.js"
 import { LoggingLive } from "../src/logging.js"
+import { type RebuildProgress, rebuildProjection } from "../src/processors/Rebuild.js"
 import { projections } from "../src/registry.js"
 
 const fmt = (n: number) => n.toLocaleString("en-US")

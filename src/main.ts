@@ -6,12 +6,12 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { AppConfig, AppConfigLive } from "./config.js"
-import { HttpLive } from "./http/Server.js"
-import { AdminBootstrapLive } from "./identity/admin.js"
+import { identityModule } from "./identity/module.js"
 import { LoggingLive } from "./logging.js"
 import { TracingLive } from "./observability/Tracing.js"
 import { processorsLayer } from "./processors/Supervisor.js"
 import { processors, projections } from "./registry.js"
+import { HttpLive } from "./server.js"
 import { servicesLayer } from "./services.js"
 
 export const ServicesLive = servicesLayer({ processors, projections })
@@ -22,7 +22,7 @@ export const AppLive = Layer.unwrapEffect(
     Layer.mergeAll(
       config.role === "worker" ? Layer.empty : HttpLive,
       config.role === "api" ? Layer.empty : processorsLayer(processors),
-      AdminBootstrapLive
+      identityModule.bootstrap
     )
   )
 ).pipe(

@@ -1,41 +1,29 @@
 /**
- * The service's catalogue: every event type, inline projection and background processor, by
- * bounded context. Each context's issue adds its own entries here; nothing else needs to change.
+ * The service's catalogue: every bounded context's module, and from them every event type, inline
+ * projection and background processor. Adding a context is adding its `module.ts` here (and its
+ * routes and layers in src/Api.ts and src/services.ts, one line each).
  */
-import { customerEventTypes } from "./customers/events.js"
-import { CustomersProjection } from "./customers/projection.js"
+import { customersModule } from "./customers/module.js"
 import type { AnyEventType } from "./eventstore/EventType.js"
 import { idempotencyPurgeProcessor } from "./http/Idempotency.js"
-import { identityEventTypes } from "./identity/events.js"
-import { IdentityProjection } from "./identity/projection.js"
+import { identityModule } from "./identity/module.js"
 import type { Projection } from "./kernel/Projection.js"
-import { automaticNotifications } from "./notifications/automatic.js"
-import { notificationEventTypes, settingsEventTypes, templateEventTypes } from "./notifications/events.js"
-import { NotificationsProjection } from "./notifications/projection.js"
-import { notificationSender } from "./notifications/sender.js"
+import { notificationsModule } from "./notifications/module.js"
 import { dueWorkPurgeProcessor } from "./processors/DueWork.js"
 import type { Processor } from "./processors/Supervisor.js"
 import type { ProcessorServices } from "./services.js"
-import { webhookDeliveryWorker, webhookDispatcher, webhookHealthWorker } from "./webhooks/delivery.js"
-import { deliveryEventTypes, webhookEventTypes } from "./webhooks/events.js"
-import { WebhooksProjection } from "./webhooks/projection.js"
+import { webhooksModule } from "./webhooks/module.js"
 
-export const eventTypes: ReadonlyArray<AnyEventType> = [
-  ...identityEventTypes,
-  ...customerEventTypes,
-  ...notificationEventTypes,
-  ...templateEventTypes,
-  ...settingsEventTypes,
-  ...webhookEventTypes,
-  ...deliveryEventTypes
-]
+/** The bounded contexts, in registration order (events, projections, processors, routes). */
+export const modules = [identityModule, customersModule, notificationsModule, webhooksModule] as const
 
-export const projections: ReadonlyArray<Projection> = [
-  IdentityProjection,
-  CustomersProjection,
-  NotificationsProjection,
-  WebhooksProjection
-]
+export const eventTypes: ReadonlyArray<AnyEventType> = modules.flatMap(
+  (m): ReadonlyArray<AnyEventType> => m.eventTypes
+)
+
+export const projections: ReadonlyArray<Projection> = modules.flatMap(
+  (m): ReadonlyArray<Projection> => m.projections
+)
 
 /** Background processors run by `ROLE=worker|all`. */
 export const processors: ReadonlyArray<Processor<ProcessorServices>> = [
@@ -43,11 +31,5 @@ export const processors: ReadonlyArray<Processor<ProcessorServices>> = [
   idempotencyPurgeProcessor(),
   // Due work: deletes finished items (webhook attempts, sends) a week after they finished.
   dueWorkPurgeProcessor(),
-  // Notifications: trigger events → notifications; due notifications → providers.
-  automaticNotifications(),
-  notificationSender(),
-  // Webhooks: public events → deliveries; due attempts → endpoints; failing endpoints → disabled.
-  webhookDispatcher(),
-  webhookDeliveryWorker(),
-  webhookHealthWorker()
+  ...modules.flatMap((m): ReadonlyArray<Processor<ProcessorServices>> => m.processors)
 ]

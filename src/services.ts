@@ -1,31 +1,31 @@
-/** The services the composition root provides to handlers and processors. */
+/**
+ * The services the composition root provides to handlers and processors, floor by floor: the
+ * persistence stack, the kernel and processors' services, every context's infrastructure, then
+ * every context's port (which needs only those), then every context's use cases (which may call any
+ * port, inside their own transaction).
+ */
 import type { SqlClient } from "@effect/sql"
 import { Layer } from "effect"
+import { Api } from "./Api.js"
 import { OpsStatusLive, subscriptionSpecs } from "./audit/OpsStatus.js"
 import type { AppConfig } from "./config.js"
-import { CustomersLive } from "./customers/Customers.js"
-import { PersistenceLive } from "./db/layers.js"
+import { customersModule } from "./customers/module.js"
 import type { AppendSignal } from "./eventstore/AppendSignal.js"
 import type { EventStore } from "./eventstore/EventStore.js"
 import type { Keyring } from "./eventstore/Keyring.js"
-import { Api } from "./http/Api.js"
+import { PersistenceLive } from "./eventstore/layers.js"
 import { AuthenticationLive, type CredentialVerifier, RouteScopes, routeScopesOf } from "./http/Auth.js"
 import { RateLimiterLive } from "./http/RateLimit.js"
 import { ReadinessLive } from "./http/Readiness.js"
-import { IdentityLive } from "./identity/Identity.js"
-import { PasswordHasherLive } from "./identity/passwords.js"
-import { type Revocations, RevocationsLive } from "./identity/Revocations.js"
-import { type AccessTokens, AccessTokensLive } from "./identity/tokens.js"
-import { CredentialVerifierLive } from "./identity/Verifier.js"
+import { identityModule } from "./identity/module.js"
 import { type CommandRunner, CommandRunnerLive } from "./kernel/CommandRunner.js"
 import { type Projection, ProjectionsLive } from "./kernel/Projection.js"
-import type { NotificationProviders } from "./notifications/channels.js"
-import { NotificationsLive } from "./notifications/Notifications.js"
-import { NotificationProvidersLive } from "./notifications/providers.js"
+import { notificationsModule } from "./notifications/module.js"
 import { type DueWork, DueWorkLive } from "./processors/DueWork.js"
 import { type Processor, SupervisorLive } from "./processors/Supervisor.js"
-import { WebhooksLive } from "./webhooks/Webhooks.js"
+import { webhooksModule } from "./webhooks/module.js"
 
+/** What background processors may require. */
 export type ProcessorServices =
   | SqlClient.SqlClient
   | AppConfig
@@ -34,19 +34,32 @@ export type ProcessorServices =
   | Keyring
   | CommandRunner
   | DueWork
-  | NotificationProviders
+  | Layer.Layer.Success<typeof notificationsModule.infra>
 
-/** Identity's services: signing keys, the revocation list, password hashing and the use cases. */
-export const IdentityServicesLive = IdentityLive.pipe(
-  Layer.provideMerge(Layer.mergeAll(AccessTokensLive, RevocationsLive, PasswordHasherLive, RateLimiterLive))
+/** Every context's use cases, over every context's port, over every context's infrastructure. */
+export const ContextServicesLive = Layer.mergeAll(
+  identityModule.services,
+  customersModule.services,
+  notificationsModule.services,
+  webhooksModule.services
+).pipe(
+  Layer.provideMerge(
+    Layer.mergeAll(identityModule.port, customersModule.port, notificationsModule.port, webhooksModule.port)
+  ),
+  Layer.provideMerge(
+    Layer.mergeAll(
+      identityModule.infra,
+      customersModule.infra,
+      notificationsModule.infra,
+      webhooksModule.infra,
+      RateLimiterLive
+    )
+  )
 )
-
-/** The customers use cases (over identity's: a shopper's login follows their record). */
-export const CustomersServicesLive = CustomersLive.pipe(Layer.provideMerge(IdentityServicesLive))
 
 /**
  * Everything handlers and processors use, over a migrated database. Requires `AppConfig`. The
- * credential verifier is identity's (`CredentialVerifierLive`) unless a test passes its own.
+ * credential verifier is identity's unless a test passes its own.
  */
 export const servicesLayer = <E = never, R = never>(options: {
   readonly processors: ReadonlyArray<Processor<ProcessorServices>>
@@ -56,8 +69,8 @@ export const servicesLayer = <E = never, R = never>(options: {
   const credentials: Layer.Layer<
     CredentialVerifier,
     E,
-    R | SqlClient.SqlClient | AccessTokens | Revocations
-  > = options.credentials ?? CredentialVerifierLive
+    R | Layer.Layer.Context<typeof identityModule.credentials>
+  > = options.credentials ?? identityModule.credentials
   return OpsStatusLive(subscriptionSpecs(options.processors)).pipe(
     Layer.provideMerge(
       AuthenticationLive.pipe(
@@ -65,8 +78,7 @@ export const servicesLayer = <E = never, R = never>(options: {
         Layer.provideMerge(Layer.succeed(RouteScopes, routeScopesOf(Api)))
       )
     ),
-    Layer.provideMerge(Layer.mergeAll(CustomersServicesLive, NotificationsLive, WebhooksLive)),
-    Layer.provideMerge(NotificationProvidersLive),
+    Layer.provideMerge(ContextServicesLive),
     Layer.provideMerge(Layer.mergeAll(CommandRunnerLive, DueWorkLive, ReadinessLive)),
     Layer.provideMerge(
       Layer.mergeAll(

@@ -1,7 +1,7 @@
 /**
  * `npm run bench:auth [-- --duration N]` — the cost of authentication on the real HTTP app.
  *
- * It starts the whole app in this process (the routes and middleware of src/http/Server.ts on a Node
+ * It starts the whole app in this process (the routes and middleware of src/server.ts on a Node
  * HTTP server on 127.0.0.1, an ephemeral port, over the services of src/services.ts) with the HTTP rate
  * limits off, logging at Warning (no access log) and the production scrypt parameters (the defaults of
  * PASSWORD_SCRYPT_COST/BLOCK_SIZE/PARALLELISM: N = 32768, r = 8, p = 3). With `DATABASE_URL` (which

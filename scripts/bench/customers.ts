@@ -2,7 +2,7 @@
  * `npm run bench:customers [-- --customers N] [--duration N]` — the customers surface at scale.
  *
  * It starts the whole app in this process exactly as `npm run bench:auth` does (the routes of
- * src/http/Server.ts on 127.0.0.1 and an ephemeral port, HTTP rate limits off, logging at Warning),
+ * src/server.ts on 127.0.0.1 and an ephemeral port, HTTP rate limits off, logging at Warning),
  * on a scratch database `cp_bench_<random>` of the DATABASE_URL server (this machine only; dropped at
  * the end) or, without DATABASE_URL, on embedded PGlite in memory. Then:
  *

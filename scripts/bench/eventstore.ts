@@ -13,7 +13,7 @@
  *   (c) append of 10 events per transaction at 8 fibers;
  *   (d) catch-up: `readAll` from the origin in batches of 1000 over everything written (reference:
  *       keyset scan of the raw table in batches of 1000); median of three passes;
- *   (e) projection rebuild (`rebuildProjection` from src/kernel/Rebuild.ts) of a per-stream version
+ *   (e) projection rebuild (`rebuildProjection` from src/processors/Rebuild.ts) of a per-stream version
  *       table with batched upserts, over everything written; median of three passes.
  *
  * and prints a markdown table with the raw-INSERT reference and the targets. It stops by itself.
@@ -24,15 +24,15 @@ import { performance } from "node:perf_hooks"
 import { NodeRuntime } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { Console, Effect, Layer, Logger, LogLevel, Option, Redacted, Schema } from "effect"
+import { uuidv7FromMillis } from "../../src/base/Uuid.js"
 import { AppConfig, makeAppConfig } from "../../src/config.js"
 import { DatabaseInfo } from "../../src/db/Database.js"
-import { PersistenceLive } from "../../src/db/layers.js"
 import * as Checkpoint from "../../src/eventstore/Checkpoint.js"
 import { EventStore, type NewEvent } from "../../src/eventstore/EventStore.js"
 import { defineEvent } from "../../src/eventstore/EventType.js"
+import { PersistenceLive } from "../../src/eventstore/layers.js"
 import { defineProjection } from "../../src/kernel/Projection.js"
-import { rebuildProjection } from "../../src/kernel/Rebuild.js"
-import { uuidv7FromMillis } from "../../src/kernel/Uuid.js"
+import { rebuildProjection } from "../../src/processors/Rebuild.js"
 import { printTable, scratchDatabase } from "./support.js"
 
 // ---------------------------------------------------------------------------------------------------

@@ -10,8 +10,9 @@ import { loadavg } from "node:os"
 import { Console, Effect, Layer, Option, Redacted } from "effect"
 import pg from "pg"
 import { AppConfig, type AppConfigShape, makeAppConfig } from "../../src/config.js"
-import { HttpAppLive, NodeServerLive } from "../../src/http/Server.js"
+import { NodeServerLive } from "../../src/http/Server.js"
 import { projections } from "../../src/registry.js"
+import { HttpAppLive } from "../../src/server.js"
 import { servicesLayer } from "../../src/services.js"
 
 const LOCAL_HOSTS = new Set(["127.0.0.1", "localhost", "::1", "[::1]"])

@@ -5,13 +5,14 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { ApiBase } from "../http/ApiBase.js"
 import { Authentication, RequiredScope, StaffOnly } from "../http/Auth.js"
 import { Conflict, Forbidden, NotFound } from "../http/errors.js"
 import { Instant, Text } from "../http/Fields.js"
 import { ListOf, PageParams, SortParam } from "../http/Lists.js"
 import { EmailSchema } from "../kernel/Email.js"
+import { Metadata } from "../kernel/Metadata.js"
 import { LIMITS } from "./decider.js"
-import { Metadata } from "./events.js"
 import { SORT_FIELDS } from "./queries.js"
 
 // --- Field schemas ---------------------------------------------------------------------------------
@@ -291,3 +292,6 @@ export class CustomersApi extends HttpApiGroup.make("customers")
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Customers") {}
+
+/** This context's routes on the service's API (`ApiBase`): what its handlers are built against. */
+export const CustomersRoutes = ApiBase.add(CustomersApi)

@@ -11,13 +11,10 @@ import { EventStore } from "../eventstore/EventStore.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
 import { BadRequest, Conflict, Forbidden, NotFound, orDieUnlessHttp } from "../http/errors.js"
 import { parseSort } from "../http/Lists.js"
-import { UserDecider, userStream } from "../identity/decider.js"
-import type { UserEvent } from "../identity/events.js"
-import { Identity } from "../identity/Identity.js"
-import { Revocations } from "../identity/Revocations.js"
+import { IdentityPort, type UserEvents, userEmailHolders } from "../identity/index.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
-import type { Recorded } from "../kernel/Decider.js"
 import * as Ids from "../kernel/Ids.js"
+import type { MetadataPatch } from "../kernel/Metadata.js"
 import * as Time from "../kernel/Time.js"
 import { commandMetadata, makeTransact } from "../kernel/UseCase.js"
 import {
@@ -26,13 +23,12 @@ import {
   CustomerDecider,
   type CustomerLimitExceeded,
   customerStream,
-  type MetadataPatch,
   type NewAddress
 } from "./decider.js"
 import {
   type CustomerListQuery,
   type CustomerSort,
-  emailHolders,
+  customerEmailHolders,
   findCustomer,
   listCustomers,
   SORT_FIELDS
@@ -107,8 +103,7 @@ const blankToUndefined = (text: string | undefined) => {
 export const makeCustomers = Effect.gen(function* () {
   const runner = yield* CommandRunner
   const store = yield* EventStore
-  const revocations = yield* Revocations
-  const identity = yield* Identity
+  const identity = yield* IdentityPort
   const transact = yield* makeTransact
   const sql = yield* SqlClient.SqlClient
   const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
@@ -141,8 +136,8 @@ export const makeCustomers = Effect.gen(function* () {
    * their customer id, so `customerId` excludes both the record itself and its own login.
    */
   const ensureEmailFree = (email: string, customerId?: string) =>
-    Effect.flatMap(withSql(emailHolders(email)), (holders) =>
-      holders.some((h) => h.customerId === null || h.customerId !== customerId)
+    Effect.flatMap(withSql(Effect.all([customerEmailHolders(email), userEmailHolders(email)])), (lists) =>
+      lists.flat().some((h) => h.customerId === null || h.customerId !== customerId)
         ? Effect.fail(emailTaken)
         : Effect.void
     )
@@ -152,11 +147,9 @@ export const makeCustomers = Effect.gen(function* () {
       runner.execute(CustomerDecider, customerStream(customerId), command, { metadata })
     )
 
-  /** Applies what a user command just revoked or changed to this process's caches. */
-  const afterUserEvents = (userId: string | undefined, events: ReadonlyArray<Recorded<UserEvent>>) =>
-    userId === undefined
-      ? Effect.void
-      : Effect.zipRight(revocations.recordEvents(events), identity.forgetProfile(userId))
+  /** After the commit: what the user commands revoked or changed, applied to identity's caches. */
+  const afterUserEvents = (userId: string | undefined, events: UserEvents) =>
+    userId === undefined ? Effect.void : identity.afterCommit(userId, events)
 
   const list = (actor: AuthenticatedActor, input: ListInput) => {
     const query: CustomerListQuery = {
@@ -240,26 +233,22 @@ export const makeCustomers = Effect.gen(function* () {
           const result = yield* execute(customerId, { _tag: "Update", changes }, actor)
           const state = result.state
           const userId = state.userId
-          const userEvents: Array<Recorded<UserEvent>> = []
+          const userEvents: Array<UserEvents[number]> = []
           if (userId === undefined || result.events.length === 0) return { userId, userEvents }
-          const runUser = (command: Parameters<typeof UserDecider.decide>[0]) =>
-            Effect.map(
-              runner.execute(UserDecider, userStream(userId), command, { metadata }),
-              (r) => void userEvents.push(...r.events)
-            )
+          const followed = (events: UserEvents) => void userEvents.push(...events)
           // The login follows the record: same email and name (the decider drops what is unchanged).
           if (result.events.some((e) => e.type === "customer.updated")) {
-            yield* runUser({
-              _tag: "ChangeProfile",
+            const profile = {
               ...(state.email === null ? {} : { email: state.email }),
               ...(state.firstName === null ? {} : { firstName: state.firstName }),
               ...(state.lastName === null ? {} : { lastName: state.lastName })
-            })
+            }
+            followed(yield* identity.followProfile(userId, profile, metadata))
           }
           if (result.events.some((e) => e.type === "customer.deactivated"))
-            yield* runUser({ _tag: "Deactivate", now })
+            followed(yield* identity.deactivate(userId, now, metadata))
           if (result.events.some((e) => e.type === "customer.reactivated"))
-            yield* runUser({ _tag: "Reactivate" })
+            followed(yield* identity.reactivate(userId, metadata))
           return { userId, userEvents }
         })
       ).pipe(
@@ -343,14 +332,11 @@ export const makeCustomers = Effect.gen(function* () {
         Effect.gen(function* () {
           const result = yield* execute(customerId, { _tag: "Erase" }, actor)
           const userId = result.state.userId
-          const userEvents: ReadonlyArray<Recorded<UserEvent>> =
-            userId === undefined
-              ? []
-              : (yield* runner.execute(UserDecider, userStream(userId), { _tag: "Erase", now }, { metadata }))
-                  .events
+          const userEvents: UserEvents =
+            userId === undefined ? [] : yield* identity.erase(userId, now, metadata)
           // Keys last: a failure before this point rolls back with nothing forgotten.
           yield* store.forgetSubject(customerId)
-          if (userId !== undefined) yield* store.forgetSubject(userId)
+          if (userId !== undefined) yield* identity.forgetKey(userId)
           return { userId, userEvents }
         })
       ).pipe(Effect.catchTag("CustomerNotFound", () => Effect.fail(notFound)))

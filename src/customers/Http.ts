@@ -1,11 +1,11 @@
 /** Handlers of `/user`: each hands the request to `Customers` with the current actor. */
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
-import { Api } from "../http/Api.js"
 import { CurrentActor } from "../http/Auth.js"
+import { CustomersRoutes } from "./Api.js"
 import { Customers } from "./Customers.js"
 
-export const CustomersHttpLive = HttpApiBuilder.group(Api, "customers", (handlers) =>
+export const CustomersHttpLive = HttpApiBuilder.group(CustomersRoutes, "customers", (handlers) =>
   Effect.gen(function* () {
     const customers = yield* Customers
     const withActor = <A, E, R>(f: (actor: typeof CurrentActor.Service) => Effect.Effect<A, E, R>) =>

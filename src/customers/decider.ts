@@ -6,6 +6,7 @@
 import { Data, Effect } from "effect"
 import { revealOr, type Shredded } from "../eventstore/EventType.js"
 import { defineDecider, type Recorded } from "../kernel/Decider.js"
+import { applyMetadataPatch, type Metadata, type MetadataPatch, metadataProblem } from "../kernel/Metadata.js"
 import {
   CustomerAddressAdded,
   CustomerAddressRemoved,
@@ -25,10 +26,6 @@ export const customerStream = (customerId: string) => `customer-${customerId}`
 export const LIMITS = {
   tags: 100,
   tagLength: 64,
-  metadataKeys: 50,
-  metadataKeyLength: 40,
-  /** Serialized JSON size of the whole metadata object. */
-  metadataBytes: 8 * 1024,
   addresses: 50
 } as const
 
@@ -51,8 +48,6 @@ export interface Address extends NewAddress {
   readonly addressId: string
   readonly isDefault: boolean
 }
-
-export type Metadata = Readonly<Record<string, unknown>>
 
 export interface CustomerState {
   readonly status: "none" | "active" | "erased"
@@ -97,12 +92,6 @@ export interface NewAddress {
   readonly country: string
 }
 
-/**
- * A metadata patch (Stripe's rule): keys are merged into the current metadata, a key set to `null`
- * is removed, and `null` for the whole patch clears it.
- */
-export type MetadataPatch = Readonly<Record<string, unknown>> | null
-
 export interface CustomerChanges {
   readonly email?: string
   readonly firstName?: string
@@ -142,36 +131,7 @@ export type CustomerError = CustomerAlreadyExists | CustomerNotFound | AddressNo
 /** Tags without duplicates, first spelling kept, in the order given. */
 export const uniqueTags = (tags: ReadonlyArray<string>): ReadonlyArray<string> => [...new Set(tags)]
 
-/**
- * The merged metadata. Built with `Object.fromEntries` (own data properties only), so a key such as
- * `__proto__` is stored as a key, never as the object's prototype.
- */
-export const applyMetadataPatch = (current: Metadata, patch: MetadataPatch): Metadata => {
-  if (patch === null) return {}
-  const next = new Map(Object.entries(current))
-  for (const [key, value] of Object.entries(patch)) {
-    if (value === null) next.delete(key)
-    else next.set(key, value)
-  }
-  return Object.fromEntries(next)
-}
-
 const sameJson = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b)
-
-/** Checks the limits of a metadata object (after a merge, so the result is what counts). */
-export const metadataProblem = (metadata: Metadata): string | undefined => {
-  const keys = Object.keys(metadata)
-  if (keys.length > LIMITS.metadataKeys) return `metadata can have at most ${LIMITS.metadataKeys} keys`
-  // Counted in characters (code points), as a client counts them.
-  const long = keys.find((k) => k.length === 0 || [...k].length > LIMITS.metadataKeyLength)
-  if (long !== undefined) {
-    return `metadata keys must be 1 to ${LIMITS.metadataKeyLength} characters (${JSON.stringify(long.slice(0, 50))})`
-  }
-  if (Buffer.byteLength(JSON.stringify(metadata), "utf8") > LIMITS.metadataBytes) {
-    return `metadata must be at most ${LIMITS.metadataBytes} bytes as JSON`
-  }
-  return undefined
-}
 
 const tooManyTags = () =>
   new CustomerLimitExceeded({ field: "tags", message: `a customer can have at most ${LIMITS.tags} tags` })

@@ -5,8 +5,7 @@
  */
 import { Schema } from "effect"
 import { defineEvent, type EventOf, Personal } from "../eventstore/EventType.js"
-
-export const Metadata = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+import { Metadata } from "../kernel/Metadata.js"
 
 export const CustomerCreated = defineEvent("customer.created", {
   schema: Schema.Struct({

@@ -2,7 +2,6 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import type { Sort } from "../http/Lists.js"
-import { USERS } from "../identity/projection.js"
 import { normalizeEmail } from "../kernel/Email.js"
 import { ADDRESSES, CUSTOMERS } from "./projection.js"
 
@@ -128,14 +127,12 @@ export const findCustomer = (customerId: string) =>
   )
 
 /**
- * Who already uses an address, among customers and users (one address, one person): used to refuse
- * a duplicate with 409 before the unique indexes would.
+ * The customer records holding an address, with the login each has (one address, one person: with
+ * identity's `userEmailHolders`, a duplicate is refused with 409 before the unique indexes would).
  */
-export const emailHolders = (email: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => {
-    const normalized = normalizeEmail(email)
-    return sql<{ customerId: string | null }>`
-      SELECT customer_id AS "customerId" FROM ${sql(CUSTOMERS)} WHERE email_normalized = ${normalized}
-      UNION ALL
-      SELECT customer_id AS "customerId" FROM ${sql(USERS)} WHERE email_normalized = ${normalized}`
-  })
+export const customerEmailHolders = (email: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql<{ readonly customerId: string | null }>`
+      SELECT customer_id AS "customerId" FROM ${sql(CUSTOMERS)} WHERE email_normalized = ${normalizeEmail(email)}`
+  )

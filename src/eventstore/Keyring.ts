@@ -8,8 +8,8 @@ import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } f
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Context, Data, Effect, Layer, Option } from "effect"
+import { localSecret } from "../base/LocalSecret.js"
 import { AppConfig } from "../config.js"
-import { localSecret } from "../kernel/LocalSecret.js"
 import { type Shredded, shredded } from "./EventType.js"
 import { SubjectForgotten } from "./errors.js"
 

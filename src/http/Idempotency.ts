@@ -29,10 +29,11 @@ import { HttpApp, HttpIncomingMessage, HttpServerRequest, HttpServerResponse } f
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Duration, Effect, Fiber, Option } from "effect"
+import { CurrentRequestId } from "../base/RequestId.js"
 import { AppConfig } from "../config.js"
 import { Keyring } from "../eventstore/Keyring.js"
 import { processor } from "../processors/Supervisor.js"
-import { CurrentRequestId, MAX_BODY_BYTES } from "./middleware.js"
+import { MAX_BODY_BYTES } from "./middleware.js"
 import { errorResponse, requesterKey } from "./RateLimit.js"
 
 export const IDEMPOTENCY_KEY_HEADER = "idempotency-key"

@@ -20,9 +20,10 @@
 import { createHash } from "node:crypto"
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Context, Duration, Effect, Layer, Option } from "effect"
+import { CurrentRequestId } from "../base/RequestId.js"
 import { AppConfig, type AppConfigShape } from "../config.js"
 import { type ErrorInput, errorBody, typeForStatus } from "./errors.js"
-import { CurrentRequestId, routePath } from "./middleware.js"
+import { routePath } from "./middleware.js"
 
 /** How fast a bucket fills and how large it is. Buckets are shared by policies with the same name. */
 export interface RateLimitPolicy {

@@ -4,7 +4,7 @@ import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.js"
 import { loadMigrations, migrationStatus } from "../db/Migrations.js"
 import { Supervisor } from "../processors/Supervisor.js"
-import type { Readiness as ReadinessBody } from "./Api.js"
+import type { Readiness as ReadinessBody } from "./ApiBase.js"
 
 export interface ReadinessShape {
   readonly check: Effect.Effect<ReadinessBody>

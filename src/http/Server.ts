@@ -1,34 +1,17 @@
 /**
- * The HTTP server: the root HttpApi with every group's handlers, `/openapi.json`, `/docs`, and the
- * service-wide middleware, on a Node HTTP server.
+ * The HTTP server machinery: an HttpApi with its handlers (the root `Api` and `ApiLive` of src/Api.ts),
+ * `/openapi.json`, `/docs`, `/rpc`, `/metrics` and the service-wide middleware, on a Node HTTP server.
  */
 import { createServer, type Server } from "node:http"
-import { HttpApiBuilder, HttpApiScalar, type HttpApp, HttpServer } from "@effect/platform"
+import { type HttpApi, HttpApiBuilder, HttpApiScalar, type HttpApp } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { AppConfig } from "../config.js"
-import { CustomersHttpLive } from "../customers/Http.js"
-import { IdentityHttpLive } from "../identity/Http.js"
-import { NotificationsHttpLive } from "../notifications/Http.js"
 import { HttpMetrics, HttpMetricsLive, METRICS_PATH, MetricsRouteLive } from "../observability/Metrics.js"
-import { WebhooksHttpLive } from "../webhooks/Http.js"
-import { Api } from "./Api.js"
 import { idempotencyMiddleware } from "./Idempotency.js"
 import { apiMiddleware } from "./middleware.js"
 import { RateLimiterLive, rateLimitMiddleware } from "./RateLimit.js"
 import { RPC_PATH, RpcLive } from "./Rpc.js"
-import { SystemHttpLive } from "./SystemHttp.js"
-
-/** Every group's handlers. Contexts add their `<Context>HttpLive` here. */
-export const ApiLive = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([
-    SystemHttpLive,
-    IdentityHttpLive,
-    CustomersHttpLive,
-    NotificationsHttpLive,
-    WebhooksHttpLive
-  ])
-)
 
 const rateLimits = rateLimitMiddleware()
 const idempotencyKeys = idempotencyMiddleware()
@@ -40,22 +23,24 @@ const idempotencyKeys = idempotencyMiddleware()
 export const requestGuards = <E, R>(app: HttpApp.Default<E, R>) => rateLimits(idempotencyKeys(app))
 
 /**
- * The routes and middleware, independent of the socket (tests use NodeHttpServer.layerTest):
- * the HttpApi, `/docs`, `/openapi.json`, `/rpc` (audit and ops) and `/metrics`. Needs the services
- * (EventStore, OpsStatus, CredentialVerifier, …) from the composition root.
+ * The routes and middleware of `api` (served by `apiLive`, its handlers), independent of the socket
+ * (tests use NodeHttpServer.layerTest): the HttpApi, `/docs`, `/openapi.json`, `/rpc` (audit and ops)
+ * and `/metrics`. Needs the services (EventStore, OpsStatus, CredentialVerifier, …) from the
+ * composition root.
  */
-export const HttpAppLive = Layer.unwrapEffect(
-  Effect.map(HttpMetrics, (metrics) =>
-    HttpApiBuilder.serve((app) => apiMiddleware({ onResponse: metrics.record })(requestGuards(app)))
+export const httpAppLayer = <E, R>(api: HttpApi.HttpApi.Any, apiLive: Layer.Layer<HttpApi.Api, E, R>) =>
+  Layer.unwrapEffect(
+    Effect.map(HttpMetrics, (metrics) =>
+      HttpApiBuilder.serve((app) => apiMiddleware({ onResponse: metrics.record })(requestGuards(app)))
+    )
+  ).pipe(
+    Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
+    Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
+    Layer.provide([RpcLive, MetricsRouteLive]),
+    Layer.provide(RateLimiterLive),
+    Layer.provide(apiLive),
+    Layer.provide(HttpMetricsLive(api, [RPC_PATH, METRICS_PATH, "/docs", "/openapi.json"]))
   )
-).pipe(
-  Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
-  Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
-  Layer.provide([RpcLive, MetricsRouteLive]),
-  Layer.provide(RateLimiterLive),
-  Layer.provide(ApiLive),
-  Layer.provide(HttpMetricsLive(Api, [RPC_PATH, METRICS_PATH, "/docs", "/openapi.json"]))
-)
 
 /**
  * A Node HTTP server on HOST:PORT. On shutdown it stops accepting at once, lets in-flight requests
@@ -91,5 +76,3 @@ export const NodeServerLive = Layer.unwrapScoped(
     )
   })
 )
-
-export const HttpLive = HttpAppLive.pipe(HttpServer.withLogAddress, Layer.provide(NodeServerLive))

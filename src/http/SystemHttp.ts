@@ -1,10 +1,10 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
-import { Api } from "./Api.js"
+import { ApiBase, SystemApi } from "./ApiBase.js"
 import { errorBody, ServiceUnavailable } from "./errors.js"
 import { Readiness } from "./Readiness.js"
 
-export const SystemHttpLive = HttpApiBuilder.group(Api, "system", (handlers) =>
+export const SystemHttpLive = HttpApiBuilder.group(ApiBase.add(SystemApi), "system", (handlers) =>
   Effect.gen(function* () {
     const readiness = yield* Readiness
     return handlers

@@ -13,7 +13,8 @@ import {
   HttpServerRequest,
   HttpServerResponse
 } from "@effect/platform"
-import { Cause, Effect, FiberRef, Option } from "effect"
+import { Cause, Effect, Option } from "effect"
+import { CurrentRequestId } from "../base/RequestId.js"
 import { type ErrorBody, type ErrorType, errorBody, typeForStatus } from "./errors.js"
 
 export const MAX_BODY_BYTES = 1024 * 1024
@@ -28,9 +29,6 @@ export const RAW_BODY_PATHS: ReadonlySet<string> = new Set(["/rpc"])
 const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
 export const newRequestId = (): string => `req_${randomBytes(12).toString("base64url")}`
-
-/** The current request's id, for handlers and logs. */
-export const CurrentRequestId = FiberRef.unsafeMake<string | undefined>(undefined)
 
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()

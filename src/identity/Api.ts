@@ -5,6 +5,7 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { ApiBase } from "../http/ApiBase.js"
 import { Authentication, RequiredScope } from "../http/Auth.js"
 import { Conflict, Forbidden, NotFound, TooManyRequests, Unauthorized } from "../http/errors.js"
 import { Text } from "../http/Fields.js"
@@ -241,3 +242,6 @@ export class OAuthClientsApi extends HttpApiGroup.make("oauthClients")
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "OAuth clients") {}
+
+/** This context's routes on the service's API (`ApiBase`): what its handlers are built against. */
+export const IdentityRoutes = ApiBase.add(AuthApi).add(AccountApi).add(ApiKeysApi).add(OAuthClientsApi)

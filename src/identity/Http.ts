@@ -5,9 +5,9 @@
 import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { AppConfig } from "../config.js"
-import { Api } from "../http/Api.js"
 import { CurrentActor } from "../http/Auth.js"
 import { clientIp } from "../http/RateLimit.js"
+import { IdentityRoutes } from "./Api.js"
 import { Identity } from "./Identity.js"
 import { permissionsOf, scopesOfRole } from "./permissions.js"
 
@@ -32,7 +32,7 @@ const basicClientCredentials = Effect.map(HttpServerRequest.HttpServerRequest, (
   return { clientId: formDecode(decoded.slice(0, colon)), clientSecret: formDecode(decoded.slice(colon + 1)) }
 })
 
-export const AuthHttpLive = HttpApiBuilder.group(Api, "auth", (handlers) =>
+export const AuthHttpLive = HttpApiBuilder.group(IdentityRoutes, "auth", (handlers) =>
   Effect.gen(function* () {
     const identity = yield* Identity
     return handlers
@@ -67,7 +67,7 @@ export const AuthHttpLive = HttpApiBuilder.group(Api, "auth", (handlers) =>
   })
 )
 
-export const AccountHttpLive = HttpApiBuilder.group(Api, "account", (handlers) =>
+export const AccountHttpLive = HttpApiBuilder.group(IdentityRoutes, "account", (handlers) =>
   Effect.gen(function* () {
     const identity = yield* Identity
     return handlers
@@ -92,7 +92,7 @@ export const AccountHttpLive = HttpApiBuilder.group(Api, "account", (handlers) =
   })
 )
 
-export const ApiKeysHttpLive = HttpApiBuilder.group(Api, "apikeys", (handlers) =>
+export const ApiKeysHttpLive = HttpApiBuilder.group(IdentityRoutes, "apikeys", (handlers) =>
   Effect.gen(function* () {
     const identity = yield* Identity
     return handlers
@@ -106,7 +106,7 @@ export const ApiKeysHttpLive = HttpApiBuilder.group(Api, "apikeys", (handlers) =
   })
 )
 
-export const OAuthClientsHttpLive = HttpApiBuilder.group(Api, "oauthClients", (handlers) =>
+export const OAuthClientsHttpLive = HttpApiBuilder.group(IdentityRoutes, "oauthClients", (handlers) =>
   Effect.gen(function* () {
     const identity = yield* Identity
     return handlers

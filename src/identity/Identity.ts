@@ -8,8 +8,7 @@ import { randomUUID } from "node:crypto"
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.js"
-import { CustomerDecider, customerStream } from "../customers/decider.js"
-import { emailHolders } from "../customers/queries.js"
+import { CustomersPort, customerEmailHolders } from "../customers/index.js"
 import { isUniqueViolation } from "../db/Sql.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import { type AuthenticatedActor, hasScope } from "../http/Auth.js"
@@ -33,6 +32,7 @@ import {
 import type { ActorRef } from "./events.js"
 import { PasswordHasher, passwordProblem } from "./passwords.js"
 import { ADMIN_SCOPE, formatScope, isKnownScope, parseScope, type Role, scopesOfRole } from "./permissions.js"
+import { ProfileCache } from "./profiles.js"
 import {
   type ApiKeyRow,
   findLiveClient,
@@ -42,7 +42,7 @@ import {
   listLiveClients,
   type OAuthClientRow,
   type Page,
-  type UserRow
+  userEmailHolders
 } from "./queries.js"
 import { Revocations } from "./Revocations.js"
 import { constantTimeEqual, digest, randomBase62 } from "./secrets.js"
@@ -122,9 +122,6 @@ const emailTaken = Conflict.of({
   param: "email"
 })
 
-const PROFILE_CACHE_MS = 1_000
-const PROFILE_CACHE_SIZE = 10_000
-
 const actorRef = (actor: AuthenticatedActor): ActorRef => ({ type: actor.type, id: actor.id })
 
 /** Unknown scope names → 400; scopes the caller does not hold → 403 (a credential never escalates). */
@@ -165,15 +162,9 @@ export const makeIdentity = Effect.gen(function* () {
     window: "1 hour"
   })
 
-  // The current user's profile for /auth/me, kept a second: a client polling it costs one query a
-  // second, not one per request. Changes made here drop the entry at once; another instance's
-  // change (a login elsewhere) shows within PROFILE_CACHE_MS.
-  const profiles = new Map<string, { readonly user: UserRow; readonly at: number }>()
-  const remember = (userId: string, user: UserRow, at: number) => {
-    if (profiles.size >= PROFILE_CACHE_SIZE) profiles.clear()
-    profiles.set(userId, { user, at })
-  }
-  const forgetProfile = (userId: string) => Effect.sync(() => profiles.delete(userId))
+  const profiles = yield* ProfileCache
+  const customers = yield* CustomersPort
+  const forgetProfile = profiles.forget
 
   const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.provideService(effect, SqlClient.SqlClient, sql)
@@ -242,8 +233,8 @@ export const makeIdentity = Effect.gen(function* () {
    * that would hand its addresses and order history to whoever registers first.
    */
   const ensureEmailFree = (email: string) =>
-    Effect.flatMap(withSql(emailHolders(email)), (holders) =>
-      holders.length > 0 ? Effect.fail(emailTaken) : Effect.void
+    Effect.flatMap(withSql(Effect.all([userEmailHolders(email), customerEmailHolders(email)])), (holders) =>
+      holders.some((rows) => rows.length > 0) ? Effect.fail(emailTaken) : Effect.void
     )
 
   /** Creates a user (a shopper with its customer record, or an admin) and its first session. */
@@ -260,22 +251,14 @@ export const makeIdentity = Effect.gen(function* () {
       const created = yield* transact(
         Effect.gen(function* () {
           if (customerId !== undefined) {
-            yield* runner.execute(
-              CustomerDecider,
-              customerStream(customerId),
-              {
-                _tag: "Create",
-                customerId,
-                email: input.email,
-                firstName: input.firstName,
-                lastName: input.lastName,
-                phone: null,
-                tags: [],
-                metadata: {},
-                userId
-              },
-              { metadata }
-            )
+            const record = {
+              customerId,
+              userId,
+              email: input.email,
+              firstName: input.firstName,
+              lastName: input.lastName
+            }
+            yield* customers.createShopper(record, metadata)
           }
           const user = yield* runner.execute(
             UserDecider,
@@ -459,11 +442,11 @@ export const makeIdentity = Effect.gen(function* () {
         )
       }
       const nowMs = yield* Time.nowMillis
-      const cached = profiles.get(actor.id)
-      if (cached !== undefined && nowMs - cached.at < PROFILE_CACHE_MS) return cached.user
+      const cached = profiles.get(actor.id, nowMs)
+      if (cached !== undefined) return cached
       const found = yield* withSql(findUserById(actor.id))
       if (Option.isNone(found)) return yield* Effect.fail(revokedToken)
-      remember(actor.id, found.value, nowMs)
+      profiles.remember(actor.id, found.value, nowMs)
       return found.value
     }).pipe(orDieUnlessHttp)
 
@@ -791,7 +774,6 @@ export const makeIdentity = Effect.gen(function* () {
     }).pipe(orDieUnlessHttp)
 
   return {
-    forgetProfile,
     register,
     login,
     refresh,

@@ -41,6 +41,28 @@ export const findUserById = (userId: string) =>
     )
   )
 
+/** The users holding an email address (one at most), with the customer record each logs in as. */
+export const userEmailHolders = (email: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql<{ readonly customerId: string | null }>`
+      SELECT customer_id AS "customerId" FROM ${sql(USERS)} WHERE email_normalized = ${normalizeEmail(email)}`
+  )
+
+/** The email of whoever an actor is: a user, or the user who made an API key; none for others. */
+export const actorEmail = (actor: { readonly type: string; readonly id: string }) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => {
+    const found =
+      actor.type === "user"
+        ? sql<{ readonly email: string }>`SELECT email FROM ${sql(USERS)} WHERE user_id = ${actor.id}`
+        : actor.type === "api_key"
+          ? sql<{ readonly email: string }>`SELECT u.email FROM ${sql(API_KEYS)} k
+              JOIN ${sql(USERS)} u ON u.user_id = k.created_by_id
+             WHERE k.key_id = ${actor.id} AND k.created_by_type = 'user'`
+          : Effect.succeed([])
+    return Effect.map(found, (rows) => Option.fromNullable(rows[0]?.email))
+  })
+
 export interface ApiKeyRow {
   readonly keyId: string
   readonly name: string

@@ -7,8 +7,8 @@
 import { createSecretKey, type KeyObject } from "node:crypto"
 import { Clock, Context, Data, Effect, Layer } from "effect"
 import { errors, jwtVerify, SignJWT } from "jose"
+import { localSecret } from "../base/LocalSecret.js"
 import { AppConfig } from "../config.js"
-import { localSecret } from "../kernel/LocalSecret.js"
 import type { Role } from "./permissions.js"
 
 export const ISSUER = "commerce-platform"

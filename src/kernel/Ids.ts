@@ -5,7 +5,7 @@
  */
 import { createHash } from "node:crypto"
 import { Effect, Schema } from "effect"
-import { UUID_PATTERN, uuidv7 } from "./Uuid.js"
+import { UUID_PATTERN, uuidv7 } from "../base/Uuid.js"
 
 export const ID_PREFIXES = [
   "usr",

@@ -4,8 +4,8 @@
  * committed, and the metadata (actor, request id) each event carries.
  */
 import { Effect } from "effect"
+import { CurrentRequestId } from "../base/RequestId.js"
 import type { Actor, EventMetadata } from "../eventstore/EventStore.js"
-import { CurrentRequestId } from "../http/middleware.js"
 import { CommandRunner } from "./CommandRunner.js"
 
 /** `transact(effect)`: the use case's commands in one transaction (see `CommandRunner.transact`). */

@@ -5,11 +5,12 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { Metadata } from "../customers/events.js"
+import { ApiBase } from "../http/ApiBase.js"
 import { Authentication, RequiredScope } from "../http/Auth.js"
 import { Conflict, Forbidden, NotFound } from "../http/errors.js"
 import { Instant, Text } from "../http/Fields.js"
 import { ListOf, PageParams, SortParam } from "../http/Lists.js"
+import { Metadata } from "../kernel/Metadata.js"
 import { CHANNELS, TRIGGERS } from "./channels.js"
 import { ChannelSchema, RenderedMessage } from "./events.js"
 import { SORT_FIELDS } from "./queries.js"
@@ -359,3 +360,6 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Notifications") {}
+
+/** This context's routes on the service's API (`ApiBase`): what its handlers are built against. */
+export const NotificationsRoutes = ApiBase.add(NotificationsApi)

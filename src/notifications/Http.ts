@@ -1,11 +1,11 @@
 /** Handlers of `/notification…`: each hands the request to `Notifications` with the current actor. */
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
-import { Api } from "../http/Api.js"
 import { CurrentActor } from "../http/Auth.js"
+import { NotificationsRoutes } from "./Api.js"
 import { Notifications } from "./Notifications.js"
 
-export const NotificationsHttpLive = HttpApiBuilder.group(Api, "notifications", (handlers) =>
+export const NotificationsHttpLive = HttpApiBuilder.group(NotificationsRoutes, "notifications", (handlers) =>
   Effect.gen(function* () {
     const notifications = yield* Notifications
     const withActor = <A, E, R>(f: (actor: typeof CurrentActor.Service) => Effect.Effect<A, E, R>) =>

@@ -7,7 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Either, Layer, Option } from "effect"
 import { AppConfig } from "../config.js"
-import { findCustomer } from "../customers/queries.js"
+import { findCustomer } from "../customers/index.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
 import { BadRequest, Conflict, NotFound, orDieUnlessHttp } from "../http/errors.js"
 import { parseSort } from "../http/Lists.js"
@@ -50,6 +50,7 @@ import {
   type TemplateRow,
   templateUsers
 } from "./queries.js"
+import { requestNotification, SEND_KIND } from "./request.js"
 import {
   BUILT_IN_TEMPLATES,
   type BuiltInTemplate,
@@ -58,9 +59,6 @@ import {
   type TemplateParts,
   validateTemplate
 } from "./templates.js"
-
-/** The due-work kind of a notification's send (key = notification id). */
-export const SEND_KIND = "notification.send"
 
 /** Template variables of one notification, as JSON. */
 export const MAX_DATA_BYTES = 32 * 1024
@@ -288,13 +286,9 @@ export const makeNotifications = Effect.gen(function* () {
       )
     })
 
-  /** Appends the request and queues its send, in the caller's transaction. */
+  /** Requests the notification and queues its send, in the caller's transaction. */
   const enqueue = (request: NotificationRequest, actor: AuthenticatedActor) =>
-    Effect.gen(function* () {
-      yield* execute(request.notificationId, { _tag: "Request", ...request }, actor)
-      const dueAt = request.scheduledAt ?? (yield* Time.now)
-      yield* work.schedule({ kind: SEND_KIND, key: request.notificationId, dueAt, replace: false })
-    })
+    Effect.flatMap(commandMetadata(actor), (metadata) => requestNotification(request, { metadata }))
 
   const customerContact = (customerId: string) => withSql(findCustomer(customerId)).pipe(Effect.orDie)
 

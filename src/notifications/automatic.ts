@@ -9,15 +9,15 @@
 import type { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { AppConfig } from "../config.js"
-import { findCustomer } from "../customers/queries.js"
+import { findCustomer } from "../customers/index.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import { defineEvent } from "../eventstore/EventType.js"
 import type { PublicEvent } from "../eventstore/PublicEvents.js"
-import { CommandRunner } from "../kernel/CommandRunner.js"
+import type { CommandRunner } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import { defineProcessManager, isTimedOut, outputId } from "../kernel/ProcessManager.js"
 import * as Time from "../kernel/Time.js"
-import { DueWork } from "../processors/DueWork.js"
+import type { DueWork } from "../processors/DueWork.js"
 import {
   type CommandHandlers,
   processManagerSubscription,
@@ -25,9 +25,9 @@ import {
 } from "../processors/ProcessManagerRunner.js"
 import type { Channel, Trigger } from "./channels.js"
 import { recipientProblem, triggerTemplateId } from "./content.js"
-import { type NotificationCommand, NotificationDecider, notificationStream } from "./decider.js"
-import { effectiveSettings, SEND_KIND } from "./Notifications.js"
+import { effectiveSettings } from "./Notifications.js"
 import { readSettingRows } from "./queries.js"
+import { requestNotification } from "./request.js"
 
 type EventData = Readonly<Record<string, unknown>>
 
@@ -131,35 +131,6 @@ export const AutomaticNotifications = defineProcessManager<AutomaticCommands>()(
         }))
 })
 
-/** A notification request of `notificationId`, as the trigger resolved it. */
-type Request = Omit<Extract<NotificationCommand, { _tag: "Request" }>, "_tag">
-
-/**
- * Requests one notification and queues its send (due at `dueAt`); nothing when it was requested
- * before (the same derived id) or its customer was erased meanwhile. The notifications context's
- * "request a notification" operation, once it exists, replaces this body.
- */
-const requestNotification = (request: Request, dueAt: Date) =>
-  Effect.gen(function* () {
-    const runner = yield* CommandRunner
-    const result = yield* runner
-      .execute(
-        NotificationDecider,
-        notificationStream(request.notificationId),
-        { _tag: "Request", ...request },
-        { metadata: AUTOMATIC }
-      )
-      .pipe(
-        // The customer was erased meanwhile: nothing personal may be stored for them, so no notice.
-        Effect.catchTag("SubjectForgotten", () => Effect.succeed({ events: [] }))
-      )
-    // Already requested (the event was seen before) or erased: nothing (more) to send.
-    if (result.events.length === 0) return
-    yield* Effect.flatMap(DueWork, (work) =>
-      work.schedule({ kind: SEND_KIND, key: request.notificationId, dueAt })
-    )
-  })
-
 /**
  * The notifications side of one trigger: the settings (enabled, channels), a recipient per channel,
  * then one notification per channel with an id derived from the event. Events over 24 h old notify
@@ -210,7 +181,10 @@ export const requestAutomaticNotifications = ({ trigger, event }: AutomaticReque
           metadata: {},
           sourceEventId: event.id
         },
-        event.occurredAt
+        { metadata: AUTOMATIC, dueAt: event.occurredAt }
+      ).pipe(
+        // The customer was erased meanwhile: nothing personal may be stored for them, so no notice.
+        Effect.catchTag("SubjectForgotten", () => Effect.void)
       )
     }
   })

@@ -5,14 +5,9 @@
  * outcome changes nothing, so recording one twice is harmless.
  */
 import { Data, Effect } from "effect"
-import {
-  applyMetadataPatch,
-  type Metadata,
-  type MetadataPatch,
-  metadataProblem
-} from "../customers/decider.js"
 import { revealOr, type Shredded } from "../eventstore/EventType.js"
 import { defineDecider } from "../kernel/Decider.js"
+import { applyMetadataPatch, type Metadata, type MetadataPatch, metadataProblem } from "../kernel/Metadata.js"
 import type { Channel, Trigger } from "./channels.js"
 import {
   NotificationAttempted,

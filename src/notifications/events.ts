@@ -5,8 +5,8 @@
  * customer therefore shreds their notifications too.
  */
 import { Schema } from "effect"
-import { Metadata } from "../customers/events.js"
 import { defineEvent, type EventOf, Personal } from "../eventstore/EventType.js"
+import { Metadata } from "../kernel/Metadata.js"
 import { CHANNELS } from "./channels.js"
 
 export const ChannelSchema = Schema.Literal(...CHANNELS)

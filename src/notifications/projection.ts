@@ -6,7 +6,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { CustomerErased } from "../customers/events.js"
+import { CustomerErased } from "../customers/index.js"
 import { optionalColumn, textArray } from "../db/Sql.js"
 import { isShredded, revealOr } from "../eventstore/EventType.js"
 import { normalizeEmail } from "../kernel/Email.js"

@@ -21,7 +21,7 @@ import type { Processor } from "../processors/Supervisor.js"
 import { NotificationProviders } from "./channels.js"
 import { composeParts, pushData, renderVariables, resolveTemplate } from "./content.js"
 import { type NotificationCommand, NotificationDecider, notificationStream } from "./decider.js"
-import { SEND_KIND } from "./Notifications.js"
+import { SEND_KIND } from "./request.js"
 import { renderTemplate } from "./templates.js"
 
 /** Sends tried per notification, in all. */

@@ -9,12 +9,12 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Deferred, Duration, Effect, Exit, FiberSet, Layer, Option, Queue, type Scope } from "effect"
+import { uuidv7 } from "../base/Uuid.js"
 import type { AppConfig } from "../config.js"
 import { transactionWith } from "../db/Transaction.js"
 import { makeAppendSignal } from "../eventstore/AppendSignal.js"
 import { isConcurrencyConflict } from "../kernel/CommandRunner.js"
 import { addDuration, fromNow, now } from "../kernel/Time.js"
-import { uuidv7 } from "../kernel/Uuid.js"
 import { resolveOwner } from "./Lease.js"
 import { causeMessage, type Processor } from "./Supervisor.js"
 

@@ -7,11 +7,12 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { Metadata } from "../customers/events.js"
+import { ApiBase } from "../http/ApiBase.js"
 import { Authentication, RequiredScope } from "../http/Auth.js"
 import { Conflict, Forbidden, NotFound } from "../http/errors.js"
 import { Instant } from "../http/Fields.js"
 import { ListOf, PageParams, V1List, V1ListParams } from "../http/Lists.js"
+import { Metadata } from "../kernel/Metadata.js"
 import { WEBHOOK_EVENT_TYPES } from "./catalogue.js"
 import { WebhookStatus } from "./events.js"
 
@@ -384,3 +385,6 @@ export class V1WebhooksApi extends HttpApiGroup.make("v1Webhooks")
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Webhooks (v1)") {}
+
+/** This context's routes on the service's API (`ApiBase`): what its handlers are built against. */
+export const WebhooksRoutes = ApiBase.add(WebhooksApi).add(V1WebhooksApi)

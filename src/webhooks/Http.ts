@@ -4,8 +4,8 @@
  */
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer } from "effect"
-import { Api } from "../http/Api.js"
 import { CurrentActor } from "../http/Auth.js"
+import { WebhooksRoutes } from "./Api.js"
 import { Webhooks, type WebhookView } from "./Webhooks.js"
 
 const withActor = <A, E, R>(f: (actor: typeof CurrentActor.Service) => Effect.Effect<A, E, R>) =>
@@ -14,7 +14,7 @@ const withActor = <A, E, R>(f: (actor: typeof CurrentActor.Service) => Effect.Ef
 const create = (webhooks: typeof Webhooks.Service, payload: Parameters<typeof Webhooks.Service.create>[1]) =>
   withActor((actor) => webhooks.create(actor, payload))
 
-export const BaseWebhooksHttpLive = HttpApiBuilder.group(Api, "webhooks", (handlers) =>
+export const BaseWebhooksHttpLive = HttpApiBuilder.group(WebhooksRoutes, "webhooks", (handlers) =>
   Effect.gen(function* () {
     const webhooks = yield* Webhooks
     return handlers
@@ -49,7 +49,7 @@ const v1Endpoint = (view: WebhookView) => ({
   updatedAt: view.updatedAt
 })
 
-export const V1WebhooksHttpLive = HttpApiBuilder.group(Api, "v1Webhooks", (handlers) =>
+export const V1WebhooksHttpLive = HttpApiBuilder.group(WebhooksRoutes, "v1Webhooks", (handlers) =>
   Effect.gen(function* () {
     const webhooks = yield* Webhooks
     return handlers

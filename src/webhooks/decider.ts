@@ -3,14 +3,9 @@
  * times come in with the commands, so the deciders are tested without a database or a clock.
  */
 import { Data, Effect } from "effect"
-import {
-  applyMetadataPatch,
-  type Metadata,
-  type MetadataPatch,
-  metadataProblem
-} from "../customers/decider.js"
 import { revealOr } from "../eventstore/EventType.js"
 import { defineDecider } from "../kernel/Decider.js"
+import { applyMetadataPatch, type Metadata, type MetadataPatch, metadataProblem } from "../kernel/Metadata.js"
 import {
   type AttemptTrigger,
   DeliveryAbandoned,

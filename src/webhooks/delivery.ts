@@ -13,12 +13,11 @@ import { Duration, Effect, Option } from "effect"
 import { AppConfig } from "../config.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import type { PublicEvent } from "../eventstore/PublicEvents.js"
+import { actorEmail } from "../identity/index.js"
 import { CommandRunner, type LoadedAggregate, type StreamCommand } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import * as Time from "../kernel/Time.js"
-import { NotificationDecider, notificationStream } from "../notifications/decider.js"
-import { SEND_KIND } from "../notifications/Notifications.js"
-import { WEBHOOK_DISABLED_TEMPLATE_ID } from "../notifications/templates.js"
+import { requestNotification, WEBHOOK_DISABLED_TEMPLATE_ID } from "../notifications/index.js"
 import { type DueItem, DueOutcome, DueWork, dueWorker, type ScheduleInput } from "../processors/DueWork.js"
 import { subscriptionProcessor } from "../processors/Subscription.js"
 import type { Processor } from "../processors/Supervisor.js"
@@ -36,13 +35,7 @@ import {
   webhookStream
 } from "./decider.js"
 import { excerptOf } from "./projection.js"
-import {
-  type DeliverableEvent,
-  liveEndpoints,
-  ownerEmail,
-  publicEventById,
-  publicEventsByIds
-} from "./queries.js"
+import { type DeliverableEvent, liveEndpoints, publicEventById, publicEventsByIds } from "./queries.js"
 import { deliveryBody, deliveryHeaders } from "./signature.js"
 import { type AttemptResult, attempt } from "./transport.js"
 
@@ -164,11 +157,9 @@ export const webhookDispatcher = () =>
  */
 const alertOwner = (endpoint: WebhookState, reason: string, key: string) =>
   Effect.gen(function* () {
-    const runner = yield* CommandRunner
-    const work = yield* DueWork
     const config = yield* AppConfig
     const now = yield* Time.now
-    const creator = endpoint.createdBy === undefined ? Option.none() : yield* ownerEmail(endpoint.createdBy)
+    const creator = endpoint.createdBy === undefined ? Option.none() : yield* actorEmail(endpoint.createdBy)
     const recipients = new Set(
       [...Option.toArray(creator), ...Option.toArray(config.webhooks.alertEmail)].map((e) => e.trim())
     )
@@ -184,11 +175,8 @@ const alertOwner = (endpoint: WebhookState, reason: string, key: string) =>
         `webhook.disabled:${endpoint.webhookId}:${key}:${to}`,
         now.getTime()
       )
-      const result = yield* runner.execute(
-        NotificationDecider,
-        notificationStream(notificationId),
+      yield* requestNotification(
         {
-          _tag: "Request",
           notificationId,
           eventName: "webhook.disabled",
           channel: "email",
@@ -204,9 +192,8 @@ const alertOwner = (endpoint: WebhookState, reason: string, key: string) =>
           },
           metadata: { webhookId: endpoint.webhookId }
         },
-        { metadata: DELIVERER }
+        { metadata: DELIVERER, dueAt: now }
       )
-      if (result.events.length > 0) yield* work.schedule({ kind: SEND_KIND, key: notificationId, dueAt: now })
     }
   })
 

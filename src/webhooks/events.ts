@@ -4,8 +4,8 @@
  * deleting the endpoint destroys its key (the secret is shredded with it).
  */
 import { Schema } from "effect"
-import { Metadata } from "../customers/events.js"
 import { defineEvent, type EventOf, Personal } from "../eventstore/EventType.js"
+import { Metadata } from "../kernel/Metadata.js"
 
 export const WebhookStatus = Schema.Literal("active", "failing", "disabled")
 export type WebhookStatus = typeof WebhookStatus.Type

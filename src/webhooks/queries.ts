@@ -228,17 +228,3 @@ export const publicEventsByIds = (eventIds: ReadonlyArray<string>) =>
           (rows) => new Map(rows.map((r) => [r.id, r]))
         )
   )
-
-/** The email of whoever registered an endpoint: the admin user, or the user who made the API key. */
-export const ownerEmail = (creator: { readonly type: string; readonly id: string }) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => {
-    const found =
-      creator.type === "user"
-        ? sql<{ readonly email: string }>`SELECT email FROM identity.users WHERE user_id = ${creator.id}`
-        : creator.type === "api_key"
-          ? sql<{ readonly email: string }>`SELECT u.email FROM identity.api_keys k
-              JOIN identity.users u ON u.user_id = k.created_by_id
-             WHERE k.key_id = ${creator.id} AND k.created_by_type = 'user'`
-          : Effect.succeed([])
-    return Effect.map(found, (rows) => Option.fromNullable(rows[0]?.email))
-  })

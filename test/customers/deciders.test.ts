@@ -8,15 +8,12 @@ import { Effect, Either } from "effect"
 import * as fc from "fast-check"
 import {
   type Address,
-  applyMetadataPatch,
   type CustomerCommand,
   CustomerDecider,
   type CustomerState,
   customerSnapshot,
   customerStream,
   LIMITS,
-  type Metadata,
-  metadataProblem,
   type NewAddress,
   uniqueTags
 } from "../../src/customers/decider.js"
@@ -34,6 +31,12 @@ import {
 import type { EventMetadata } from "../../src/eventstore/EventStore.js"
 import { type DomainEvent, shredded } from "../../src/eventstore/EventType.js"
 import { type Decider, fold, type Recorded } from "../../src/kernel/Decider.js"
+import {
+  applyMetadataPatch,
+  METADATA_LIMITS,
+  type Metadata,
+  metadataProblem
+} from "../../src/kernel/Metadata.js"
 
 // --- Helpers ---------------------------------------------------------------------------------------
 
@@ -204,10 +207,10 @@ describe("CustomerDecider: Create", () => {
   it.effect("metadata over the limits is CustomerLimitExceeded on metadata", () =>
     Effect.gen(function* () {
       for (const bad of [
-        keys(LIMITS.metadataKeys + 1),
-        { ["k".repeat(LIMITS.metadataKeyLength + 1)]: 1 },
+        keys(METADATA_LIMITS.keys + 1),
+        { ["k".repeat(METADATA_LIMITS.keyLength + 1)]: 1 },
         { "": 1 },
-        { big: "x".repeat(LIMITS.metadataBytes) }
+        { big: "x".repeat(METADATA_LIMITS.bytes) }
       ]) {
         const error = yield* Effect.flip(
           CustomerDecider.decide({ ...create, metadata: bad }, CustomerDecider.initialState)
@@ -216,7 +219,7 @@ describe("CustomerDecider: Create", () => {
         expect(error.message).toBe(metadataProblem(bad))
       }
       const ok = yield* CustomerDecider.decide(
-        { ...create, metadata: keys(LIMITS.metadataKeys) },
+        { ...create, metadata: keys(METADATA_LIMITS.keys) },
         CustomerDecider.initialState
       )
       expect(ok.map((e) => e.type)).toEqual(["customer.created"])
@@ -326,12 +329,12 @@ describe("CustomerDecider: Update", () => {
   it.effect("the metadata limits apply to the merged result", () =>
     Effect.gen(function* () {
       const full = run(created, update({ metadata: null }))
-      const fifty = run(full, update({ metadata: keys(LIMITS.metadataKeys) }))
-      expect(Object.keys(fifty.metadata)).toHaveLength(LIMITS.metadataKeys)
+      const fifty = run(full, update({ metadata: keys(METADATA_LIMITS.keys) }))
+      expect(Object.keys(fifty.metadata)).toHaveLength(METADATA_LIMITS.keys)
 
       const oneMore = yield* Effect.flip(CustomerDecider.decide(update({ metadata: { extra: 1 } }), fifty))
       expect(oneMore).toMatchObject({ _tag: "CustomerLimitExceeded", field: "metadata" })
-      expect(oneMore.message).toContain(`${LIMITS.metadataKeys} keys`)
+      expect(oneMore.message).toContain(`${METADATA_LIMITS.keys} keys`)
 
       // Removing one key makes room for another in the same patch.
       const swapped = yield* CustomerDecider.decide(update({ metadata: { k0: null, extra: 1 } }), fifty)
@@ -342,16 +345,16 @@ describe("CustomerDecider: Update", () => {
       expect(overwrite.map((e) => e.type)).toEqual(["customer.updated"])
 
       const longKey = yield* Effect.flip(
-        CustomerDecider.decide(update({ metadata: { ["k".repeat(LIMITS.metadataKeyLength + 1)]: 1 } }), full)
+        CustomerDecider.decide(update({ metadata: { ["k".repeat(METADATA_LIMITS.keyLength + 1)]: 1 } }), full)
       )
       expect(longKey).toMatchObject({ _tag: "CustomerLimitExceeded", field: "metadata" })
 
       // 8 KiB of JSON across two patches: each alone fits, the merge does not.
-      const half = "x".repeat(LIMITS.metadataBytes / 2)
+      const half = "x".repeat(METADATA_LIMITS.bytes / 2)
       const first = run(full, update({ metadata: { a: half } }))
       const tooBig = yield* Effect.flip(CustomerDecider.decide(update({ metadata: { b: half } }), first))
       expect(tooBig).toMatchObject({ _tag: "CustomerLimitExceeded", field: "metadata" })
-      expect(tooBig.message).toContain(`${LIMITS.metadataBytes} bytes`)
+      expect(tooBig.message).toContain(`${METADATA_LIMITS.bytes} bytes`)
     })
   )
 
@@ -359,7 +362,7 @@ describe("CustomerDecider: Update", () => {
     Effect.gen(function* () {
       const error = yield* Effect.flip(
         CustomerDecider.decide(
-          update({ firstName: "Anne", active: false, metadata: keys(LIMITS.metadataKeys + 1) }),
+          update({ firstName: "Anne", active: false, metadata: keys(METADATA_LIMITS.keys + 1) }),
           created
         )
       )
@@ -603,43 +606,43 @@ describe("uniqueTags", () => {
 describe("metadataProblem", () => {
   it("accepts metadata within every limit", () => {
     expect(metadataProblem({})).toBeUndefined()
-    expect(metadataProblem(keys(LIMITS.metadataKeys))).toBeUndefined()
-    expect(metadataProblem({ ["k".repeat(LIMITS.metadataKeyLength)]: 1, k: 1 })).toBeUndefined()
+    expect(metadataProblem(keys(METADATA_LIMITS.keys))).toBeUndefined()
+    expect(metadataProblem({ ["k".repeat(METADATA_LIMITS.keyLength)]: 1, k: 1 })).toBeUndefined()
   })
 
   it("counts keys", () => {
-    expect(metadataProblem(keys(LIMITS.metadataKeys + 1))).toBe(
-      `metadata can have at most ${LIMITS.metadataKeys} keys`
+    expect(metadataProblem(keys(METADATA_LIMITS.keys + 1))).toBe(
+      `metadata can have at most ${METADATA_LIMITS.keys} keys`
     )
   })
 
-  it("bounds key length to 1..LIMITS.metadataKeyLength", () => {
-    const long = "k".repeat(LIMITS.metadataKeyLength + 1)
+  it("bounds key length to 1..METADATA_LIMITS.keyLength", () => {
+    const long = "k".repeat(METADATA_LIMITS.keyLength + 1)
     expect(metadataProblem({ [long]: 1 })).toBe(
-      `metadata keys must be 1 to ${LIMITS.metadataKeyLength} characters (${JSON.stringify(long)})`
+      `metadata keys must be 1 to ${METADATA_LIMITS.keyLength} characters (${JSON.stringify(long)})`
     )
     expect(metadataProblem({ "": 1 })).toBe(
-      `metadata keys must be 1 to ${LIMITS.metadataKeyLength} characters ("")`
+      `metadata keys must be 1 to ${METADATA_LIMITS.keyLength} characters ("")`
     )
     // A very long key is quoted shortened.
     expect(metadataProblem({ ["k".repeat(500)]: 1 })).toContain(JSON.stringify("k".repeat(50)))
   })
 
   it("counts key length in characters: an emoji is one", () => {
-    expect(metadataProblem({ ["😀".repeat(LIMITS.metadataKeyLength)]: 1 })).toBeUndefined()
-    expect(metadataProblem({ ["😀".repeat(LIMITS.metadataKeyLength + 1)]: 1 })).toBeDefined()
+    expect(metadataProblem({ ["😀".repeat(METADATA_LIMITS.keyLength)]: 1 })).toBeUndefined()
+    expect(metadataProblem({ ["😀".repeat(METADATA_LIMITS.keyLength + 1)]: 1 })).toBeDefined()
   })
 
   it("bounds the JSON size in UTF-8 bytes, the boundary included", () => {
     const wrapper = Buffer.byteLength(JSON.stringify({ a: "" }), "utf8")
-    const exactly: Metadata = { a: "x".repeat(LIMITS.metadataBytes - wrapper) }
-    expect(Buffer.byteLength(JSON.stringify(exactly), "utf8")).toBe(LIMITS.metadataBytes)
+    const exactly: Metadata = { a: "x".repeat(METADATA_LIMITS.bytes - wrapper) }
+    expect(Buffer.byteLength(JSON.stringify(exactly), "utf8")).toBe(METADATA_LIMITS.bytes)
     expect(metadataProblem(exactly)).toBeUndefined()
-    const over: Metadata = { a: "x".repeat(LIMITS.metadataBytes - wrapper + 1) }
-    expect(metadataProblem(over)).toBe(`metadata must be at most ${LIMITS.metadataBytes} bytes as JSON`)
+    const over: Metadata = { a: "x".repeat(METADATA_LIMITS.bytes - wrapper + 1) }
+    expect(metadataProblem(over)).toBe(`metadata must be at most ${METADATA_LIMITS.bytes} bytes as JSON`)
     // Bytes, not characters: "é" is two bytes in UTF-8.
-    const accents: Metadata = { a: "é".repeat(LIMITS.metadataBytes / 2) }
-    expect(JSON.stringify(accents).length).toBeLessThan(LIMITS.metadataBytes)
+    const accents: Metadata = { a: "é".repeat(METADATA_LIMITS.bytes / 2) }
+    expect(JSON.stringify(accents).length).toBeLessThan(METADATA_LIMITS.bytes)
     expect(metadataProblem(accents)).toBeDefined()
   })
 })

@@ -1,7 +1,7 @@
 /**
  * The customers read model is a pure function of the log: after a varied history over HTTP
  * (creates, updates, metadata merges, addresses added and removed, tags, deactivation, a shopper's
- * login changes, erasures) a rebuild from position zero (src/kernel/Rebuild.ts) reproduces exactly
+ * login changes, erasures) a rebuild from position zero (src/processors/Rebuild.ts) reproduces exactly
  * the rows of `customers.customers` and `customers.addresses` — and of the identity tables, which the
  * same use cases write.
  */
@@ -11,7 +11,7 @@ import { Effect } from "effect"
 import { expect } from "vitest"
 import { CustomersProjection } from "../../src/customers/projection.js"
 import { IdentityProjection } from "../../src/identity/projection.js"
-import { rebuildProjection } from "../../src/kernel/Rebuild.js"
+import { rebuildProjection } from "../../src/processors/Rebuild.js"
 import { adminToken, createCustomer, getCustomer, registeredShopper } from "../support/customers.js"
 import { call, IdentityHttp, PASSWORD, uniqueEmail } from "../support/identity.js"
 

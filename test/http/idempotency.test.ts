@@ -18,7 +18,7 @@ import { SqlClient } from "@effect/sql"
 import { describe, it, layer } from "@effect/vitest"
 import { Deferred, Duration, Effect, Fiber, Layer, Logger, LogLevel, Option, Schedule, Schema } from "effect"
 import { expect } from "vitest"
-import { PersistenceLive } from "../../src/db/layers.js"
+import { PersistenceLive } from "../../src/eventstore/layers.js"
 import { Authentication, AuthenticationLive, CredentialVerifier, NoRouteScopes } from "../../src/http/Auth.js"
 import {
   BadRequest,

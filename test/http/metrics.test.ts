@@ -8,11 +8,10 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { describe, layer } from "@effect/vitest"
 import { Clock, Effect, Layer, Option, Redacted } from "effect"
 import { expect, it as vitest } from "vitest"
+import { Api } from "../../src/Api.js"
 import { OpsStatusLive } from "../../src/audit/OpsStatus.js"
 import { AppConfig } from "../../src/config.js"
 import { EventStore, newEvent } from "../../src/eventstore/EventStore.js"
-import { Api } from "../../src/http/Api.js"
-import { HttpAppLive } from "../../src/http/Server.js"
 import {
   apiRouteTemplates,
   makeHttpMetrics,
@@ -21,6 +20,7 @@ import {
 } from "../../src/observability/Metrics.js"
 import { DueWork } from "../../src/processors/DueWork.js"
 import { processor, Supervisor } from "../../src/processors/Supervisor.js"
+import { HttpAppLive } from "../../src/server.js"
 import { TestServices } from "../support/http.js"
 import { AccountDeposited, AccountOpened } from "../support/sample.js"
 

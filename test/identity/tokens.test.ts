@@ -8,6 +8,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Cause, Clock, Duration, Effect, Exit, Option, TestClock } from "effect"
 import * as fc from "fast-check"
 import { generateKeyPair, SignJWT } from "jose"
+import { uuidv7FromMillis } from "../../src/base/Uuid.js"
 import { parseRefreshToken, parseResetToken } from "../../src/identity/Identity.js"
 import { makePasswordHasher, PASSWORD_MAX_LENGTH, passwordProblem } from "../../src/identity/passwords.js"
 import { ADMIN_SCOPE, ALL_SCOPES } from "../../src/identity/permissions.js"
@@ -20,7 +21,6 @@ import {
   makeAccessTokens
 } from "../../src/identity/tokens.js"
 import * as Ids from "../../src/kernel/Ids.js"
-import { uuidv7FromMillis } from "../../src/kernel/Uuid.js"
 
 // --- Helpers ---------------------------------------------------------------------------------------
 

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Exit } from "effect"
+import { uuidv7FromMillis, uuidv7Millis } from "../../src/base/Uuid.js"
 import { fold } from "../../src/kernel/Decider.js"
 import * as Ids from "../../src/kernel/Ids.js"
 import * as Money from "../../src/kernel/Money.js"
-import { uuidv7FromMillis, uuidv7Millis } from "../../src/kernel/Uuid.js"
 import { AccountDecider, AccountDeposited, AccountOpened } from "../support/sample.js"
 
 describe("decider (pure, no database)", () => {

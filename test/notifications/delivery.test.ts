@@ -11,7 +11,8 @@ import { Clock, type Duration, Effect, Fiber, Option, TestClock } from "effect"
 import { expect } from "vitest"
 import { AppConfig } from "../../src/config.js"
 import type { AuthenticatedActor } from "../../src/http/Auth.js"
-import { Notifications, SEND_KIND } from "../../src/notifications/Notifications.js"
+import { Notifications } from "../../src/notifications/Notifications.js"
+import { SEND_KIND } from "../../src/notifications/request.js"
 import {
   handleSend,
   MAX_SEND_ATTEMPTS,

@@ -6,7 +6,7 @@ import { randomBytes } from "node:crypto"
 import { Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import pg from "pg"
 import { AppConfig, type AppConfigShape, makeAppConfig } from "../../src/config.js"
-import { PersistenceLive } from "../../src/db/layers.js"
+import { PersistenceLive } from "../../src/eventstore/layers.js"
 
 export const testDatabaseUrl = process.env.DATABASE_URL?.trim() ? process.env.DATABASE_URL.trim() : undefined
 export const usingRealPostgres = testDatabaseUrl !== undefined

@@ -7,7 +7,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { CredentialVerifier } from "../../src/http/Auth.js"
 import { Unauthorized } from "../../src/http/errors.js"
-import { HttpAppLive } from "../../src/http/Server.js"
+import { HttpAppLive } from "../../src/server.js"
 import { servicesLayer } from "../../src/services.js"
 import { TestConfig } from "./database.js"
 

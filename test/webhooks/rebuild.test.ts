@@ -7,7 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { rebuildProjection } from "../../src/kernel/Rebuild.js"
+import { rebuildProjection } from "../../src/processors/Rebuild.js"
 import { WebhooksProjection } from "../../src/webhooks/projection.js"
 import { Webhooks } from "../../src/webhooks/Webhooks.js"
 import { eventually } from "../support/notifications.js"

@@ -16,13 +16,13 @@ import { Data, Effect } from "effect"
 import { type Checkpoint, origin } from "../eventstore/Checkpoint.js"
 import { EventStore, type StoredEvent } from "../eventstore/EventStore.js"
 import type { EventDecodeError } from "../eventstore/errors.js"
-import { type LeaseLost, withLease } from "../processors/Lease.js"
 import {
   decodeStoredBatch,
   PROJECTION_LOCK_CLASS,
   type Projection,
   type ProjectionTarget
-} from "./Projection.js"
+} from "../kernel/Projection.js"
+import { type LeaseLost, withLease } from "./Lease.js"
 
 export interface RebuildProgress {
   readonly projection: string

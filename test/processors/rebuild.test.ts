@@ -4,7 +4,7 @@ import { Effect, Fiber, Layer, Ref } from "effect"
 import { expect } from "vitest"
 import { CommandRunner, CommandRunnerLive } from "../../src/kernel/CommandRunner.js"
 import { ProjectionsLive } from "../../src/kernel/Projection.js"
-import { type RebuildProgress, rebuildProjection } from "../../src/kernel/Rebuild.js"
+import { type RebuildProgress, rebuildProjection } from "../../src/processors/Rebuild.js"
 import { TestPersistence, usingRealPostgres } from "../support/database.js"
 import { ACCOUNTS_TABLE, AccountDecider, AccountsProjection, createAccountsTable } from "../support/sample.js"
 

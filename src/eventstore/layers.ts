@@ -1,10 +1,10 @@
 /** Composition of the persistence stack: database → migrations → event store services. */
 import { Effect, Layer } from "effect"
-import { AppendSignalLive } from "../eventstore/AppendSignal.js"
-import { EventStoreLive } from "../eventstore/EventStore.js"
-import { KeyringLive } from "../eventstore/Keyring.js"
-import { DatabaseLive } from "./Database.js"
-import { migrate } from "./Migrations.js"
+import { DatabaseLive } from "../db/Database.js"
+import { migrate } from "../db/Migrations.js"
+import { AppendSignalLive } from "./AppendSignal.js"
+import { EventStoreLive } from "./EventStore.js"
+import { KeyringLive } from "./Keyring.js"
 
 /** Applies pending migrations when built (start-up). */
 export const MigrationsLive = Layer.effectDiscard(

@@ -1,0 +1,46 @@
+/**
+ * The root HttpApi: the service's whole HTTP contract, `ApiBase` (http/ApiBase.ts: id and shared
+ * errors) with the system group and every context's routes (`<context>/Api.ts`, registered by its
+ * `module.ts`), and `ApiLive`, every group's handlers. One line per context in each: the groups'
+ * static types are what the handlers and the OpenAPI document are checked against.
+ */
+import { HttpApiBuilder, OpenApi } from "@effect/platform"
+import { Layer } from "effect"
+import { customersModule } from "./customers/module.js"
+import { ApiBase, SystemApi } from "./http/ApiBase.js"
+import { type RouteRule, routeScopesOf } from "./http/Auth.js"
+import { cleanOpenApi, documentScopes } from "./http/openapi.js"
+import { SystemHttpLive } from "./http/SystemHttp.js"
+import { identityModule } from "./identity/module.js"
+import { notificationsModule } from "./notifications/module.js"
+import { webhooksModule } from "./webhooks/module.js"
+
+/** The scopes of `Api`'s routes, for its OpenAPI document (filled in once `Api` is defined, below). */
+let apiScopes: ReadonlyMap<string, RouteRule> = new Map()
+
+export class Api extends ApiBase.add(SystemApi)
+  .addHttpApi(identityModule.routes)
+  .addHttpApi(customersModule.routes)
+  .addHttpApi(notificationsModule.routes)
+  .addHttpApi(webhooksModule.routes)
+  .annotate(OpenApi.Title, "commerce-platform")
+  .annotate(OpenApi.Version, "0.1.0")
+  .annotate(OpenApi.Transform, (spec) => documentScopes(cleanOpenApi(spec), apiScopes))
+  .annotate(
+    OpenApi.Description,
+    "Self-hostable, event-sourced commerce back end. Every error has the body " +
+      '{ "error": { "type", "code", "message", "param"?, "requestId" } }; every response carries Request-Id.'
+  ) {}
+
+apiScopes = routeScopesOf(Api)
+
+/** Every group's handlers. */
+export const ApiLive = HttpApiBuilder.api(Api).pipe(
+  Layer.provide([
+    SystemHttpLive,
+    identityModule.http,
+    customersModule.http,
+    notificationsModule.http,
+    webhooksModule.http
+  ])
+)
