@@ -16,14 +16,16 @@ import { servicesLayer } from "./services.js"
 
 export const ServicesLive = servicesLayer({ processors, projections })
 
-/** What this process runs, by ROLE. */
+/**
+ * What this process runs, by ROLE. The ADMIN_EMAIL admin is created first: the server listens (and
+ * `/health` answers) only once that admin can log in.
+ */
 export const AppLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) =>
     Layer.mergeAll(
       config.role === "worker" ? Layer.empty : HttpLive,
-      config.role === "api" ? Layer.empty : processorsLayer(processors),
-      AdminBootstrapLive
-    )
+      config.role === "api" ? Layer.empty : processorsLayer(processors)
+    ).pipe(Layer.provide(AdminBootstrapLive))
   )
 ).pipe(
   Layer.provide(ServicesLive),
