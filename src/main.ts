@@ -16,13 +16,18 @@ import { servicesLayer } from "./services.js"
 
 export const ServicesLive = servicesLayer({ processors, projections })
 
-/** What this process runs, by ROLE. */
+/**
+ * What this process runs, by ROLE. The ADMIN_EMAIL admin is created first: the server listens (and
+ * `/health` answers) only once that admin can log in.
+ */
 export const AppLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) =>
     Layer.mergeAll(
       config.role === "worker" ? Layer.empty : HttpLive,
-      config.role === "api" ? Layer.empty : processorsLayer(processors),
-      identityModule.bootstrap
+      config.role === "api" ? Layer.empty : processorsLayer(processors)
+    ).pipe(
+      // The admin exists before the server listens: an immediate login never misses it.
+      Layer.provide(identityModule.bootstrap)
     )
   )
 ).pipe(

@@ -1,6 +1,7 @@
 /**
  * The composition root as a user runs it: `tsx src/main.ts` on embedded PostgreSQL, serving HTTP and
- * running processors; SIGTERM stops it cleanly within the shutdown budget.
+ * running processors; SIGTERM stops it cleanly within the shutdown budget; with ADMIN_EMAIL and
+ * ADMIN_PASSWORD the admin exists before the server accepts its first request.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { once } from "node:events"
@@ -19,7 +20,7 @@ const freePort = () =>
     })
   })
 
-const waitFor = async (url: string, child: ChildProcess, timeoutMs: number) => {
+const waitFor = async (url: string, child: ChildProcess, timeoutMs: number, everyMs = 200) => {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`service exited early with ${child.exitCode}`)
@@ -29,34 +30,41 @@ const waitFor = async (url: string, child: ChildProcess, timeoutMs: number) => {
     } catch {
       // not listening yet
     }
-    await new Promise((r) => setTimeout(r, 200))
+    await new Promise((r) => setTimeout(r, everyMs))
   }
   throw new Error(`${url} not up within ${timeoutMs} ms`)
 }
 
+/** `tsx src/main.ts` on a free port and an in-memory embedded database; its output is collected. */
+const start = async (extraEnv: NodeJS.ProcessEnv = {}) => {
+  const port = await freePort()
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    PGLITE_DATA_DIR: "memory://",
+    LOG_LEVEL: "warning",
+    NODE_ENV: "development",
+    ...extraEnv
+  }
+  delete env.DATABASE_URL
+  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    env,
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  const service = { port, child, output: "" }
+  child.stdout?.on("data", (d) => {
+    service.output += String(d)
+  })
+  child.stderr?.on("data", (d) => {
+    service.output += String(d)
+  })
+  return service
+}
+
 describe("npm start", () => {
   it("serves, reports ready with its processors, and shuts down gracefully on SIGTERM", async () => {
-    const port = await freePort()
-    const env: NodeJS.ProcessEnv = {
-      ...process.env,
-      PORT: String(port),
-      HOST: "127.0.0.1",
-      PGLITE_DATA_DIR: "memory://",
-      LOG_LEVEL: "warning",
-      NODE_ENV: "development"
-    }
-    delete env.DATABASE_URL
-    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-      env,
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let output = ""
-    child.stdout?.on("data", (d) => {
-      output += String(d)
-    })
-    child.stderr?.on("data", (d) => {
-      output += String(d)
-    })
+    const { port, child, ...service } = await start()
     try {
       await waitFor(`http://127.0.0.1:${port}/health`, child, 60_000)
       const ready = await fetch(`http://127.0.0.1:${port}/ready`)
@@ -71,8 +79,28 @@ describe("npm start", () => {
       const started = Date.now()
       child.kill("SIGTERM")
       const [code] = (await once(child, "exit")) as [number | null]
-      expect(code, output).toBe(0)
+      expect(code, service.output).toBe(0)
       expect(Date.now() - started).toBeLessThan(10_000)
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL")
+    }
+  }, 90_000)
+
+  it("with ADMIN_EMAIL/ADMIN_PASSWORD, the admin can log in as soon as the server answers", async () => {
+    const email = "first-admin@example.com"
+    const password = "a strong admin password"
+    const { port, child, ...service } = await start({ ADMIN_EMAIL: email, ADMIN_PASSWORD: password })
+    try {
+      // Polled tightly, so the first answer is as early as a user's script could see it.
+      await waitFor(`http://127.0.0.1:${port}/health`, child, 60_000, 5)
+      const login = await fetch(`http://127.0.0.1:${port}/auth/login`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ email, password })
+      })
+      const text = await login.text()
+      expect(login.status, `${text}\n${service.output}`).toBe(200)
+      expect(JSON.parse(text)).toMatchObject({ accessToken: expect.any(String), expiresIn: 3600 })
     } finally {
       if (child.exitCode === null) child.kill("SIGKILL")
     }

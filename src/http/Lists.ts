@@ -4,7 +4,11 @@
  * default 10; outside → 400), `startingAfter` / `endingBefore` (object ids, keyset pagination) and a
  * `{ object: "list", data, hasMore }` response.
  */
-import { Schema } from "effect"
+import type { SqlClient } from "@effect/sql"
+import { Effect, Schema } from "effect"
+import { type KeysetSource, keysetPage, type SqlNames, type TrustedNames } from "../db/Keyset.js"
+import { type IdPrefix, isValid } from "../kernel/Ids.js"
+import { BadRequest } from "./errors.js"
 
 const IntFromString = (name: string, min: number, max: number) =>
   Schema.NumberFromString.pipe(
@@ -44,6 +48,60 @@ export const V1List = <A, I, R>(model: Schema.Schema<A, I, R>, identifier: strin
     data: Schema.Array(model),
     hasMore: Schema.Boolean
   }).annotations({ identifier })
+
+export interface V1Page<A> {
+  readonly object: "list"
+  readonly data: ReadonlyArray<A>
+  readonly hasMore: boolean
+}
+
+/**
+ * One `/v1` list page over a read-model table, newest first, keyset-paged by `(created_at, id)`
+ * (`db/Keyset.ts`). The cursors are checked first, with the documented 400s: an id of another
+ * resource (`parameter_invalid`), both cursors at once (`parameter_invalid` on `endingBefore`), an
+ * id of no row (`resource_missing`, as Stripe). A database failure is a defect (a 500). Each list is
+ * one call:
+ *
+ *   v1Page(sql, { table: "catalog.products", idColumn: "product_id", idPrefix: "prod",
+ *                 columns: PRODUCT_COLUMNS, where: sql`status = ${status}`, params, toItem: productView })
+ */
+export const v1Page = <Row extends object, A, N extends SqlNames>(
+  sql: SqlClient.SqlClient,
+  options: TrustedNames<N> &
+    KeysetSource<Row, A> & {
+      /** The prefix of the listed resource's ids (`wh`, `prod`…): the cursors must carry it. */
+      readonly idPrefix: IdPrefix
+      readonly params: V1ListParams
+    }
+): Effect.Effect<V1Page<A>, BadRequest> =>
+  Effect.gen(function* () {
+    const { idPrefix, params } = options
+    for (const param of ["startingAfter", "endingBefore"] as const) {
+      const id = params[param]
+      if (id !== undefined && !isValid(idPrefix, id))
+        return yield* BadRequest.of({
+          code: "parameter_invalid",
+          message: `${param} must be an id of this list (${idPrefix}_…)`,
+          param
+        })
+    }
+    if (params.startingAfter !== undefined && params.endingBefore !== undefined)
+      return yield* BadRequest.of({
+        code: "parameter_invalid",
+        message: "pass startingAfter or endingBefore, not both",
+        param: "endingBefore"
+      })
+    const page = yield* keysetPage<Row, A, N>(sql, { ...options, ...params }).pipe(
+      Effect.catchTags({
+        SqlError: Effect.die,
+        KeysetCursorNotFound: (e) =>
+          Effect.fail(
+            BadRequest.of({ code: "resource_missing", message: `No such object: ${e.id}`, param: e.param })
+          )
+      })
+    )
+    return { object: "list", ...page }
+  })
 
 export interface Sort<F extends string> {
   readonly field: F

@@ -361,7 +361,7 @@ export class V1WebhooksApi extends HttpApiGroup.make("v1Webhooks")
       .annotate(
         OpenApi.Description,
         "`limit` 1–100 (default 10); `startingAfter` (an endpoint id: the next, older page) or " +
-          "`endingBefore` (the previous, newer page), not both."
+          "`endingBefore` (the previous, newer page), not both; an id of no endpoint → 400 `resource_missing`."
       )
   )
   .add(

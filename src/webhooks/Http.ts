@@ -60,11 +60,7 @@ export const V1WebhooksHttpLive = HttpApiBuilder.group(WebhooksRoutes, "v1Webhoo
         }))
       )
       .handle("list", ({ urlParams }) =>
-        Effect.map(webhooks.listV1(urlParams), (page) => ({
-          object: "list" as const,
-          data: page.data.map(v1Endpoint),
-          hasMore: page.hasMore
-        }))
+        Effect.map(webhooks.listV1(urlParams), (page) => ({ ...page, data: page.data.map(v1Endpoint) }))
       )
       .handle("get", ({ path }) => Effect.map(webhooks.get(path.id), v1Endpoint))
       .handle("remove", ({ path }) =>

@@ -10,6 +10,7 @@ import { AppConfig } from "../config.js"
 import { EventStore } from "../eventstore/EventStore.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
 import { BadRequest, Conflict, NotFound, orDieUnlessHttp } from "../http/errors.js"
+import { type V1ListParams, v1Page } from "../http/Lists.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import type { MetadataPatch } from "../kernel/Metadata.js"
@@ -31,14 +32,15 @@ import {
   webhookStream
 } from "./decider.js"
 import { DELIVERY_KIND, DISABLE_CHECK_KIND, deliveryWork, postSigned } from "./delivery.js"
+import { ENDPOINTS } from "./projection.js"
 import {
   type DeliveryView,
+  ENDPOINT_COLUMNS,
   failedDeliveriesSince,
   findDelivery,
   findWebhook,
   listDeliveries,
   listWebhooks,
-  listWebhooksV1,
   type WebhookRow
 } from "./queries.js"
 import { deliveryBody, newSecret } from "./signature.js"
@@ -174,24 +176,16 @@ export const makeWebhooks = Effect.gen(function* () {
   const list = (input: { readonly page: number; readonly display: number }) =>
     withSql(listWebhooks(input)).pipe(Effect.orDie)
 
-  const listV1 = (input: {
-    readonly limit: number
-    readonly startingAfter?: string | undefined
-    readonly endingBefore?: string | undefined
-  }) =>
-    Effect.gen(function* () {
-      for (const [param, id] of [
-        ["startingAfter", input.startingAfter],
-        ["endingBefore", input.endingBefore]
-      ] as const) {
-        if (id !== undefined && !Ids.isValid("wh", id))
-          return yield* Effect.fail(invalid(param, `${param} must be a webhook id (wh_…)`))
-      }
-      if (input.startingAfter !== undefined && input.endingBefore !== undefined)
-        return yield* Effect.fail(invalid("endingBefore", "pass startingAfter or endingBefore, not both"))
-      const page = yield* withSql(listWebhooksV1(input)).pipe(Effect.orDie)
-      return { data: page.data.map(webhookView), hasMore: page.hasMore }
-    }).pipe(orDieUnlessHttp)
+  /** `/v1/webhooks`: newest first, keyset-paged. */
+  const listV1 = (params: V1ListParams) =>
+    v1Page(sql, {
+      table: ENDPOINTS,
+      idColumn: "webhook_id",
+      idPrefix: "wh",
+      columns: ENDPOINT_COLUMNS,
+      params,
+      toItem: webhookView
+    })
 
   const get = (id: string) => Effect.flatMap(validId(id), view).pipe(orDieUnlessHttp)
 

@@ -35,7 +35,7 @@ const order = (status: string) => ({
   status,
   email: "shopper@example.com",
   total: 4999,
-  currency: "usd",
+  currency: "USD",
   createdAt: AT
 })
 const payment = (status: string) => ({
@@ -43,10 +43,10 @@ const payment = (status: string) => ({
   orderId: "ord_sample",
   status,
   amount: 4999,
-  currency: "usd",
+  currency: "USD",
   createdAt: AT
 })
-const product = { id: "prod_sample", name: "Sample product", price: 1999, currency: "usd", createdAt: AT }
+const product = { id: "prod_sample", name: "Sample product", price: 1999, currency: "USD", createdAt: AT }
 const customer = {
   id: "cus_sample",
   email: "shopper@example.com",

@@ -22,7 +22,8 @@ export interface WebhookRow {
   readonly version: number
 }
 
-const ENDPOINT_COLUMNS = `webhook_id AS id, url, events, status, metadata, failing_since AS "failingSince",
+/** The endpoint columns as `WebhookRow` names them. */
+export const ENDPOINT_COLUMNS = `webhook_id AS id, url, events, status, metadata, failing_since AS "failingSince",
   disabled_reason AS "disabledReason", disabled_at AS "disabledAt",
   previous_secret_expires_at AS "previousSecretExpiresAt", created_by_type AS "createdByType",
   created_by_id AS "createdById", created_at AS "createdAt", updated_at AS "updatedAt", version`
@@ -49,32 +50,6 @@ export const listWebhooks = (query: { readonly page: number; readonly display: n
       },
       { concurrency: 1 }
     )
-  )
-
-/**
- * `/v1/webhooks`: newest first, keyset-paged by id (ids are time-ordered, so id order is creation
- * order). `startingAfter` pages towards older ones, `endingBefore` towards newer ones.
- */
-export const listWebhooksV1 = (query: {
-  readonly limit: number
-  readonly startingAfter?: string | undefined
-  readonly endingBefore?: string | undefined
-}) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.gen(function* () {
-      const table = sql(ENDPOINTS)
-      const columns = sql.literal(ENDPOINT_COLUMNS)
-      const take = query.limit + 1
-      if (query.endingBefore !== undefined) {
-        const rows = yield* sql<WebhookRow>`SELECT ${columns} FROM ${table}
-          WHERE webhook_id > ${query.endingBefore} ORDER BY webhook_id ASC LIMIT ${take}`
-        return { data: rows.slice(0, query.limit).reverse(), hasMore: rows.length > query.limit }
-      }
-      const rows = yield* sql<WebhookRow>`SELECT ${columns} FROM ${table}
-        WHERE ${query.startingAfter === undefined ? sql`TRUE` : sql`webhook_id < ${query.startingAfter}`}
-        ORDER BY webhook_id DESC LIMIT ${take}`
-      return { data: rows.slice(0, query.limit), hasMore: rows.length > query.limit }
-    })
   )
 
 /** Endpoints that take new deliveries (`active` or `failing`), with what they subscribe to. */

@@ -4,7 +4,7 @@
  * events and their snapshot, shredded personal fields, and a property over random command sequences.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { Either } from "effect"
 import * as fc from "fast-check"
 import {
   type Address,
@@ -29,33 +29,20 @@ import {
   CustomerUpdated
 } from "../../src/customers/events.js"
 import type { EventMetadata } from "../../src/eventstore/EventStore.js"
-import { type DomainEvent, shredded } from "../../src/eventstore/EventType.js"
-import { type Decider, fold, type Recorded } from "../../src/kernel/Decider.js"
+import { shredded } from "../../src/eventstore/EventType.js"
+import { fold, type Recorded } from "../../src/kernel/Decider.js"
 import {
   applyMetadataPatch,
   METADATA_LIMITS,
   type Metadata,
   metadataProblem
 } from "../../src/kernel/Metadata.js"
+import { deciderSpec } from "../support/decider.js"
 
 // --- Helpers ---------------------------------------------------------------------------------------
 
-/** Decides a command against a state and folds the resulting events into it. */
-const step = <C, E extends DomainEvent, S, Err>(decider: Decider<C, E, S, Err>, state: S, command: C) =>
-  Effect.map(decider.decide(command, state), (events) => ({ events, state: fold(decider, events, state) }))
-
-/** Decides synchronously: the events, or the domain error. */
-const decideSync = (command: CustomerCommand, state: CustomerState) =>
-  Effect.runSync(Effect.either(CustomerDecider.decide(command, state)))
-
-/** Folds a command's events into the state; fails the test when the command fails. */
-const run = (state: CustomerState, command: CustomerCommand): CustomerState => {
-  const result = decideSync(command, state)
-  if (Either.isLeft(result)) return expect.fail(`${command._tag} failed: ${result.left._tag}`)
-  return fold(CustomerDecider, result.right, state)
-}
-
-const runAll = (state: CustomerState, commands: ReadonlyArray<CustomerCommand>) => commands.reduce(run, state)
+const customer = deciderSpec(CustomerDecider)
+const { run } = customer
 
 const at = (iso: string) => new Date(iso)
 const metadata: EventMetadata = {}
@@ -122,465 +109,420 @@ const keys = (n: number): Record<string, unknown> => Object.fromEntries(tagsN(n,
 // --- Create ----------------------------------------------------------------------------------------
 
 describe("CustomerDecider: Create", () => {
-  it.effect("creates a customer with its tags deduplicated (first occurrence kept)", () =>
-    Effect.gen(function* () {
-      const { events, state } = yield* step(CustomerDecider, CustomerDecider.initialState, create)
-      expect(events).toEqual([
-        CustomerCreated.make({
-          customerId,
-          email: "ann@example.com",
-          firstName: "Ann",
-          lastName: "Lee",
-          phone: "+33 1 23 45 67 89",
-          tags: ["vip", "newsletter"],
-          metadata: { source: "import", tier: 2 }
-        })
-      ])
-      // Staff-created: no userId key at all.
-      expect(events[0]?.data).not.toHaveProperty("userId")
-      expect(state).toEqual({
-        status: "active",
-        customerId,
-        email: "ann@example.com",
-        firstName: "Ann",
-        lastName: "Lee",
-        phone: "+33 1 23 45 67 89",
-        tags: ["vip", "newsletter"],
-        metadata: { source: "import", tier: 2 },
-        addresses: [],
-        userId: undefined,
-        active: true,
-        // Decided events carry no recordedAt: the times stay those of the state folded into.
-        createdAt: new Date(0),
-        updatedAt: new Date(0)
-      })
+  it("creates a customer with its tags deduplicated (first occurrence kept)", () => {
+    const fields = {
+      customerId,
+      email: "ann@example.com",
+      firstName: "Ann",
+      lastName: "Lee",
+      phone: "+33 1 23 45 67 89",
+      tags: ["vip", "newsletter"],
+      metadata: { source: "import", tier: 2 }
+    }
+    const { events, state } = customer.when(create).thenEvents([CustomerCreated.make(fields)])
+    // Staff-created: no userId key at all.
+    expect(events[0]?.data).not.toHaveProperty("userId")
+    expect(state).toEqual({
+      status: "active",
+      ...fields,
+      addresses: [],
+      userId: undefined,
+      active: true,
+      // Decided events carry no recordedAt: the times stay those of the state folded into.
+      createdAt: new Date(0),
+      updatedAt: new Date(0)
     })
-  )
+  })
 
-  it.effect("a registered shopper's record carries the userId", () =>
-    Effect.gen(function* () {
-      const [event] = yield* CustomerDecider.decide({ ...create, userId }, CustomerDecider.initialState)
-      expect(event?.data).toMatchObject({ customerId, userId })
-      expect(linked.userId).toBe(userId)
-      expect(linked.phone).toBe("+33 1 23 45 67 89")
-    })
-  )
+  it("a registered shopper's record carries the userId", () => {
+    const [event] = customer.when({ ...create, userId }).events
+    expect(event?.data).toMatchObject({ customerId, userId })
+    expect(linked.userId).toBe(userId)
+    expect(linked.phone).toBe("+33 1 23 45 67 89")
+  })
 
-  it.effect("a null phone and empty tags and metadata are fine", () =>
-    Effect.gen(function* () {
-      const { state } = yield* step(CustomerDecider, CustomerDecider.initialState, {
-        ...create,
-        phone: null,
-        tags: [],
-        metadata: {}
-      })
-      expect(state).toMatchObject({ status: "active", phone: null, tags: [], metadata: {} })
+  it("a null phone and empty tags and metadata are fine", () => {
+    const { state } = customer.when({
+      ...create,
+      phone: null,
+      tags: [],
+      metadata: {}
     })
-  )
+    expect(state).toMatchObject({ status: "active", phone: null, tags: [], metadata: {} })
+  })
 
-  it.effect("creating twice, or after erasure, is CustomerAlreadyExists", () =>
-    Effect.gen(function* () {
-      const twice = yield* Effect.flip(CustomerDecider.decide(create, created))
-      expect(twice).toMatchObject({ _tag: "CustomerAlreadyExists", customerId })
-      const erased = run(created, { _tag: "Erase" })
-      const afterErase = yield* Effect.flip(CustomerDecider.decide(create, erased))
-      expect(afterErase).toMatchObject({ _tag: "CustomerAlreadyExists", customerId })
-    })
-  )
+  it("creating twice, or after erasure, is CustomerAlreadyExists", () => {
+    customer.givenState(created).when(create).thenFails({ _tag: "CustomerAlreadyExists", customerId })
+    const erased = run(created, { _tag: "Erase" })
+    customer.givenState(erased).when(create).thenFails({ _tag: "CustomerAlreadyExists", customerId })
+  })
 
-  it.effect("more than LIMITS.tags distinct tags is CustomerLimitExceeded on tags", () =>
-    Effect.gen(function* () {
-      const error = yield* Effect.flip(
-        CustomerDecider.decide({ ...create, tags: tagsN(LIMITS.tags + 1) }, CustomerDecider.initialState)
-      )
-      expect(error).toMatchObject({ _tag: "CustomerLimitExceeded", field: "tags" })
-      expect(error.message).toContain(String(LIMITS.tags))
-      // Exactly the limit is fine, and duplicates do not count.
-      const atLimit = yield* CustomerDecider.decide(
-        { ...create, tags: [...tagsN(LIMITS.tags), ...tagsN(LIMITS.tags)] },
-        CustomerDecider.initialState
-      )
-      expect(atLimit[0]?.data).toMatchObject({ tags: tagsN(LIMITS.tags) })
-    })
-  )
+  it("more than LIMITS.tags distinct tags is CustomerLimitExceeded on tags", () => {
+    const error = customer
+      .when({ ...create, tags: tagsN(LIMITS.tags + 1) })
+      .thenFails({ _tag: "CustomerLimitExceeded", field: "tags" })
+    expect(error.message).toContain(String(LIMITS.tags))
+    // Exactly the limit is fine, and duplicates do not count.
+    const atLimit = customer.when({ ...create, tags: [...tagsN(LIMITS.tags), ...tagsN(LIMITS.tags)] }).events
+    expect(atLimit[0]?.data).toMatchObject({ tags: tagsN(LIMITS.tags) })
+  })
 
-  it.effect("metadata over the limits is CustomerLimitExceeded on metadata", () =>
-    Effect.gen(function* () {
-      for (const bad of [
-        keys(METADATA_LIMITS.keys + 1),
-        { ["k".repeat(METADATA_LIMITS.keyLength + 1)]: 1 },
-        { "": 1 },
-        { big: "x".repeat(METADATA_LIMITS.bytes) }
-      ]) {
-        const error = yield* Effect.flip(
-          CustomerDecider.decide({ ...create, metadata: bad }, CustomerDecider.initialState)
-        )
-        expect(error).toMatchObject({ _tag: "CustomerLimitExceeded", field: "metadata" })
-        expect(error.message).toBe(metadataProblem(bad))
-      }
-      const ok = yield* CustomerDecider.decide(
-        { ...create, metadata: keys(METADATA_LIMITS.keys) },
-        CustomerDecider.initialState
-      )
-      expect(ok.map((e) => e.type)).toEqual(["customer.created"])
-    })
-  )
+  it("metadata over the limits is CustomerLimitExceeded on metadata", () => {
+    for (const bad of [
+      keys(METADATA_LIMITS.keys + 1),
+      { ["k".repeat(METADATA_LIMITS.keyLength + 1)]: 1 },
+      { "": 1 },
+      { big: "x".repeat(METADATA_LIMITS.bytes) }
+    ]) {
+      const error = customer
+        .when({ ...create, metadata: bad })
+        .thenFails({ _tag: "CustomerLimitExceeded", field: "metadata" })
+      expect(error.message).toBe(metadataProblem(bad))
+    }
+    const ok = customer.when({ ...create, metadata: keys(METADATA_LIMITS.keys) }).events
+    expect(ok.map((e) => e.type)).toEqual(["customer.created"])
+  })
 
-  it.effect("every other command on an unknown customer is CustomerNotFound", () =>
-    Effect.gen(function* () {
-      const commands: ReadonlyArray<CustomerCommand> = [
-        update({ firstName: "Bob" }),
-        addAddress("adr_1"),
-        { _tag: "RemoveAddress", addressId: "adr_1" },
-        { _tag: "Tag", tags: ["x"] },
-        { _tag: "Erase" }
-      ]
-      for (const command of commands) {
-        const error = yield* Effect.flip(CustomerDecider.decide(command, CustomerDecider.initialState))
-        expect(error._tag, command._tag).toBe("CustomerNotFound")
-      }
-    })
-  )
+  it("every other command on an unknown customer is CustomerNotFound", () => {
+    const commands: ReadonlyArray<CustomerCommand> = [
+      update({ firstName: "Bob" }),
+      addAddress("adr_1"),
+      { _tag: "RemoveAddress", addressId: "adr_1" },
+      { _tag: "Tag", tags: ["x"] },
+      { _tag: "Erase" }
+    ]
+    for (const command of commands) {
+      const error = customer.when(command).error
+      expect(error._tag, command._tag).toBe("CustomerNotFound")
+    }
+  })
 })
 
 // --- Update ----------------------------------------------------------------------------------------
 
 describe("CustomerDecider: Update", () => {
-  it.effect("carries only the fields that changed", () =>
-    Effect.gen(function* () {
-      const { events, state } = yield* step(
-        CustomerDecider,
-        created,
-        update({ email: "ann@example.com", firstName: "Anne", lastName: "Lee", phone: "+1 555 0100" })
-      )
-      expect(events).toEqual([CustomerUpdated.make({ customerId, firstName: "Anne", phone: "+1 555 0100" })])
-      expect(state).toEqual({ ...created, firstName: "Anne", phone: "+1 555 0100" })
-    })
-  )
+  it("carries only the fields that changed", () => {
+    const { events, state } = customer
+      .givenState(created)
+      .when(update({ email: "ann@example.com", firstName: "Anne", lastName: "Lee", phone: "+1 555 0100" }))
+    expect(events).toEqual([CustomerUpdated.make({ customerId, firstName: "Anne", phone: "+1 555 0100" })])
+    expect(state).toEqual({ ...created, firstName: "Anne", phone: "+1 555 0100" })
+  })
 
-  it.effect("changes each contact field", () =>
-    Effect.gen(function* () {
-      const { events, state } = yield* step(
-        CustomerDecider,
-        created,
-        update({ email: "anne@example.org", firstName: "Anne", lastName: "Li" })
-      )
-      expect(events).toEqual([
-        CustomerUpdated.make({ customerId, email: "anne@example.org", firstName: "Anne", lastName: "Li" })
-      ])
-      expect(state).toMatchObject({ email: "anne@example.org", firstName: "Anne", lastName: "Li" })
-    })
-  )
+  it("changes each contact field", () => {
+    const { events, state } = customer
+      .givenState(created)
+      .when(update({ email: "anne@example.org", firstName: "Anne", lastName: "Li" }))
+    expect(events).toEqual([
+      CustomerUpdated.make({ customerId, email: "anne@example.org", firstName: "Anne", lastName: "Li" })
+    ])
+    expect(state).toMatchObject({ email: "anne@example.org", firstName: "Anne", lastName: "Li" })
+  })
 
-  it.effect("a null phone clears it; clearing it again changes nothing", () =>
-    Effect.gen(function* () {
-      const { events, state } = yield* step(CustomerDecider, created, update({ phone: null }))
-      expect(events).toEqual([CustomerUpdated.make({ customerId, phone: null })])
-      expect(state.phone).toBeNull()
-      expect(yield* CustomerDecider.decide(update({ phone: null }), state)).toEqual([])
-    })
-  )
+  it("a null phone clears it; clearing it again changes nothing", () => {
+    const { state } = customer
+      .givenState(created)
+      .when(update({ phone: null }))
+      .thenEvents([CustomerUpdated.make({ customerId, phone: null })])
+    expect(state.phone).toBeNull()
+    customer
+      .givenState(state)
+      .when(update({ phone: null }))
+      .thenNothing()
+  })
 
-  it.effect("nothing changed decides no event", () =>
-    Effect.gen(function* () {
-      for (const changes of [
-        {},
-        { email: "ann@example.com", firstName: "Ann", lastName: "Lee", phone: "+33 1 23 45 67 89" },
-        { tags: ["vip", "newsletter"] },
-        { tags: ["vip", "newsletter", "vip"] },
-        { metadata: {} },
-        { metadata: { source: "import" } },
-        { metadata: { absent: null } },
-        { active: true }
-      ]) {
-        expect(yield* CustomerDecider.decide(update(changes), created), JSON.stringify(changes)).toEqual([])
-      }
-      const empty = run(created, update({ metadata: null }))
-      expect(yield* CustomerDecider.decide(update({ metadata: null }), empty)).toEqual([])
-    })
-  )
+  it("nothing changed decides no event", () => {
+    for (const changes of [
+      {},
+      { email: "ann@example.com", firstName: "Ann", lastName: "Lee", phone: "+33 1 23 45 67 89" },
+      { tags: ["vip", "newsletter"] },
+      { tags: ["vip", "newsletter", "vip"] },
+      { metadata: {} },
+      { metadata: { source: "import" } },
+      { metadata: { absent: null } },
+      { active: true }
+    ]) {
+      expect(customer.givenState(created).when(update(changes)).events, JSON.stringify(changes)).toEqual([])
+    }
+    const empty = run(created, update({ metadata: null }))
+    customer
+      .givenState(empty)
+      .when(update({ metadata: null }))
+      .thenNothing()
+  })
 
-  it.effect("metadata is merged: keys added and overwritten, a null key removed, order kept", () =>
-    Effect.gen(function* () {
-      const { events, state } = yield* step(
-        CustomerDecider,
-        created,
-        update({ metadata: { tier: 3, source: null, note: { vip: true }, gone: null } })
-      )
-      expect(events).toEqual([
-        CustomerUpdated.make({ customerId, metadata: { tier: 3, note: { vip: true } } })
-      ])
-      expect(state.metadata).toEqual({ tier: 3, note: { vip: true } })
-      expect(Object.keys(state.metadata)).toEqual(["tier", "note"])
-      // Falsy values other than null are values, not removals.
-      const falsy = run(state, update({ metadata: { zero: 0, empty: "", no: false } }))
-      expect(falsy.metadata).toEqual({ tier: 3, note: { vip: true }, zero: 0, empty: "", no: false })
-    })
-  )
+  it("metadata is merged: keys added and overwritten, a null key removed, order kept", () => {
+    const { events, state } = customer
+      .givenState(created)
+      .when(update({ metadata: { tier: 3, source: null, note: { vip: true }, gone: null } }))
+    expect(events).toEqual([CustomerUpdated.make({ customerId, metadata: { tier: 3, note: { vip: true } } })])
+    expect(state.metadata).toEqual({ tier: 3, note: { vip: true } })
+    expect(Object.keys(state.metadata)).toEqual(["tier", "note"])
+    // Falsy values other than null are values, not removals.
+    const falsy = run(state, update({ metadata: { zero: 0, empty: "", no: false } }))
+    expect(falsy.metadata).toEqual({ tier: 3, note: { vip: true }, zero: 0, empty: "", no: false })
+  })
 
-  it.effect("a null metadata patch clears it", () =>
-    Effect.gen(function* () {
-      const { events, state } = yield* step(CustomerDecider, created, update({ metadata: null }))
-      expect(events).toEqual([CustomerUpdated.make({ customerId, metadata: {} })])
-      expect(state.metadata).toEqual({})
-    })
-  )
+  it("a null metadata patch clears it", () => {
+    const { state } = customer
+      .givenState(created)
+      .when(update({ metadata: null }))
+      .thenEvents([CustomerUpdated.make({ customerId, metadata: {} })])
+    expect(state.metadata).toEqual({})
+  })
 
-  it.effect("the metadata limits apply to the merged result", () =>
-    Effect.gen(function* () {
-      const full = run(created, update({ metadata: null }))
-      const fifty = run(full, update({ metadata: keys(METADATA_LIMITS.keys) }))
-      expect(Object.keys(fifty.metadata)).toHaveLength(METADATA_LIMITS.keys)
+  it("the metadata limits apply to the merged result", () => {
+    const full = run(created, update({ metadata: null }))
+    const fifty = run(full, update({ metadata: keys(METADATA_LIMITS.keys) }))
+    expect(Object.keys(fifty.metadata)).toHaveLength(METADATA_LIMITS.keys)
 
-      const oneMore = yield* Effect.flip(CustomerDecider.decide(update({ metadata: { extra: 1 } }), fifty))
-      expect(oneMore).toMatchObject({ _tag: "CustomerLimitExceeded", field: "metadata" })
-      expect(oneMore.message).toContain(`${METADATA_LIMITS.keys} keys`)
+    const oneMore = customer
+      .givenState(fifty)
+      .when(update({ metadata: { extra: 1 } }))
+      .thenFails({ _tag: "CustomerLimitExceeded", field: "metadata" })
+    expect(oneMore.message).toContain(`${METADATA_LIMITS.keys} keys`)
 
-      // Removing one key makes room for another in the same patch.
-      const swapped = yield* CustomerDecider.decide(update({ metadata: { k0: null, extra: 1 } }), fifty)
-      expect(swapped.map((e) => e.type)).toEqual(["customer.updated"])
+    // Removing one key makes room for another in the same patch.
+    const swapped = customer.givenState(fifty).when(update({ metadata: { k0: null, extra: 1 } })).events
+    expect(swapped.map((e) => e.type)).toEqual(["customer.updated"])
 
-      // Overwriting existing keys adds none.
-      const overwrite = yield* CustomerDecider.decide(update({ metadata: { k0: "w", k49: "w" } }), fifty)
-      expect(overwrite.map((e) => e.type)).toEqual(["customer.updated"])
+    // Overwriting existing keys adds none.
+    const overwrite = customer.givenState(fifty).when(update({ metadata: { k0: "w", k49: "w" } })).events
+    expect(overwrite.map((e) => e.type)).toEqual(["customer.updated"])
 
-      const longKey = yield* Effect.flip(
-        CustomerDecider.decide(update({ metadata: { ["k".repeat(METADATA_LIMITS.keyLength + 1)]: 1 } }), full)
-      )
-      expect(longKey).toMatchObject({ _tag: "CustomerLimitExceeded", field: "metadata" })
+    customer
+      .givenState(full)
+      .when(update({ metadata: { ["k".repeat(METADATA_LIMITS.keyLength + 1)]: 1 } }))
+      .thenFails({ _tag: "CustomerLimitExceeded", field: "metadata" })
 
-      // 8 KiB of JSON across two patches: each alone fits, the merge does not.
-      const half = "x".repeat(METADATA_LIMITS.bytes / 2)
-      const first = run(full, update({ metadata: { a: half } }))
-      const tooBig = yield* Effect.flip(CustomerDecider.decide(update({ metadata: { b: half } }), first))
-      expect(tooBig).toMatchObject({ _tag: "CustomerLimitExceeded", field: "metadata" })
-      expect(tooBig.message).toContain(`${METADATA_LIMITS.bytes} bytes`)
-    })
-  )
+    // 8 KiB of JSON across two patches: each alone fits, the merge does not.
+    const half = "x".repeat(METADATA_LIMITS.bytes / 2)
+    const first = run(full, update({ metadata: { a: half } }))
+    const tooBig = customer
+      .givenState(first)
+      .when(update({ metadata: { b: half } }))
+      .thenFails({ _tag: "CustomerLimitExceeded", field: "metadata" })
+    expect(tooBig.message).toContain(`${METADATA_LIMITS.bytes} bytes`)
+  })
 
-  it.effect("a failing part of an update decides nothing at all", () =>
-    Effect.gen(function* () {
-      const error = yield* Effect.flip(
-        CustomerDecider.decide(
-          update({ firstName: "Anne", active: false, metadata: keys(METADATA_LIMITS.keys + 1) }),
-          created
-        )
-      )
-      expect(error._tag).toBe("CustomerLimitExceeded")
-      const tags = yield* Effect.flip(
-        CustomerDecider.decide(update({ firstName: "Anne", tags: tagsN(LIMITS.tags + 1) }), created)
-      )
-      expect(tags).toMatchObject({ _tag: "CustomerLimitExceeded", field: "tags" })
-    })
-  )
+  it("a failing part of an update decides nothing at all", () => {
+    customer
+      .givenState(created)
+      .when(update({ firstName: "Anne", active: false, metadata: keys(METADATA_LIMITS.keys + 1) }))
+      .thenFails("CustomerLimitExceeded")
+    customer
+      .givenState(created)
+      .when(update({ firstName: "Anne", tags: tagsN(LIMITS.tags + 1) }))
+      .thenFails({ _tag: "CustomerLimitExceeded", field: "tags" })
+  })
 
-  it.effect("tags replace the list (deduplicated); a new order is a change; [] clears", () =>
-    Effect.gen(function* () {
-      const replaced = yield* step(CustomerDecider, created, update({ tags: ["b2b", "vip", "b2b"] }))
-      expect(replaced.events).toEqual([CustomerUpdated.make({ customerId, tags: ["b2b", "vip"] })])
-      expect(replaced.state.tags).toEqual(["b2b", "vip"])
+  it("tags replace the list (deduplicated); a new order is a change; [] clears", () => {
+    const replaced = customer.givenState(created).when(update({ tags: ["b2b", "vip", "b2b"] }))
+    expect(replaced.events).toEqual([CustomerUpdated.make({ customerId, tags: ["b2b", "vip"] })])
+    expect(replaced.state.tags).toEqual(["b2b", "vip"])
 
-      const reordered = yield* step(CustomerDecider, created, update({ tags: ["newsletter", "vip"] }))
-      expect(reordered.events).toEqual([CustomerUpdated.make({ customerId, tags: ["newsletter", "vip"] })])
+    const reordered = customer.givenState(created).when(update({ tags: ["newsletter", "vip"] }))
+    expect(reordered.events).toEqual([CustomerUpdated.make({ customerId, tags: ["newsletter", "vip"] })])
 
-      const cleared = yield* step(CustomerDecider, created, update({ tags: [] }))
-      expect(cleared.events).toEqual([CustomerUpdated.make({ customerId, tags: [] })])
-      expect(cleared.state.tags).toEqual([])
+    const cleared = customer.givenState(created).when(update({ tags: [] }))
+    expect(cleared.events).toEqual([CustomerUpdated.make({ customerId, tags: [] })])
+    expect(cleared.state.tags).toEqual([])
 
-      const atLimit = yield* CustomerDecider.decide(update({ tags: tagsN(LIMITS.tags) }), created)
-      expect(atLimit.map((e) => e.type)).toEqual(["customer.updated"])
-    })
-  )
+    const atLimit = customer.givenState(created).when(update({ tags: tagsN(LIMITS.tags) })).events
+    expect(atLimit.map((e) => e.type)).toEqual(["customer.updated"])
+  })
 
-  it.effect("active false deactivates, true reactivates; repeating either decides nothing", () =>
-    Effect.gen(function* () {
-      const off = yield* step(CustomerDecider, created, update({ active: false }))
-      expect(off.events).toEqual([CustomerDeactivated.make({ customerId })])
-      expect(off.state).toEqual({ ...created, active: false })
-      expect(yield* CustomerDecider.decide(update({ active: false }), off.state)).toEqual([])
+  it("active false deactivates, true reactivates; repeating either decides nothing", () => {
+    const off = customer.givenState(created).when(update({ active: false }))
+    expect(off.events).toEqual([CustomerDeactivated.make({ customerId })])
+    expect(off.state).toEqual({ ...created, active: false })
+    customer
+      .givenState(off.state)
+      .when(update({ active: false }))
+      .thenNothing()
 
-      const on = yield* step(CustomerDecider, off.state, update({ active: true }))
-      expect(on.events).toEqual([CustomerReactivated.make({ customerId })])
-      expect(on.state).toEqual(created)
-      expect(yield* CustomerDecider.decide(update({ active: true }), on.state)).toEqual([])
-    })
-  )
+    const on = customer.givenState(off.state).when(update({ active: true }))
+    expect(on.events).toEqual([CustomerReactivated.make({ customerId })])
+    expect(on.state).toEqual(created)
+    customer
+      .givenState(on.state)
+      .when(update({ active: true }))
+      .thenNothing()
+  })
 
-  it.effect("a deactivated customer can still be edited; field changes come before the toggle", () =>
-    Effect.gen(function* () {
-      const off = yield* step(CustomerDecider, created, update({ firstName: "Anne", active: false }))
-      expect(off.events).toEqual([
-        CustomerUpdated.make({ customerId, firstName: "Anne" }),
-        CustomerDeactivated.make({ customerId })
-      ])
-      const edited = yield* step(CustomerDecider, off.state, update({ lastName: "Li", active: true }))
-      expect(edited.events).toEqual([
-        CustomerUpdated.make({ customerId, lastName: "Li" }),
-        CustomerReactivated.make({ customerId })
-      ])
-      expect(edited.state).toMatchObject({ firstName: "Anne", lastName: "Li", active: true })
-    })
-  )
+  it("a deactivated customer can still be edited; field changes come before the toggle", () => {
+    const off = customer.givenState(created).when(update({ firstName: "Anne", active: false }))
+    expect(off.events).toEqual([
+      CustomerUpdated.make({ customerId, firstName: "Anne" }),
+      CustomerDeactivated.make({ customerId })
+    ])
+    const edited = customer.givenState(off.state).when(update({ lastName: "Li", active: true }))
+    expect(edited.events).toEqual([
+      CustomerUpdated.make({ customerId, lastName: "Li" }),
+      CustomerReactivated.make({ customerId })
+    ])
+    expect(edited.state).toMatchObject({ firstName: "Anne", lastName: "Li", active: true })
+  })
 })
 
 // --- Addresses -------------------------------------------------------------------------------------
 
 describe("CustomerDecider: addresses", () => {
-  it.effect("the first address becomes the default even without makeDefault", () =>
-    Effect.gen(function* () {
-      const { events, state } = yield* step(CustomerDecider, created, addAddress("adr_1", false, 2))
-      expect(events).toEqual([
+  it("the first address becomes the default even without makeDefault", () => {
+    const { state } = customer
+      .givenState(created)
+      .when(addAddress("adr_1", false, 2))
+      .thenEvents([
         CustomerAddressAdded.make({ customerId, addressId: "adr_1", ...newAddress(2), isDefault: true })
       ])
-      const expected: Address = { addressId: "adr_1", ...newAddress(2), isDefault: true }
-      expect(state.addresses).toEqual([expected])
-    })
-  )
+    const expected: Address = { addressId: "adr_1", ...newAddress(2), isDefault: true }
+    expect(state.addresses).toEqual([expected])
+  })
 
-  it.effect("later addresses are not default unless makeDefault, which moves the default", () =>
-    Effect.gen(function* () {
-      const two = runAll(created, [addAddress("adr_1"), addAddress("adr_2")])
-      expect(ids(two)).toEqual(["adr_1", "adr_2"])
-      expect(defaults(two)).toEqual(["adr_1"])
+  it("later addresses are not default unless makeDefault, which moves the default", () => {
+    const two = run(created, addAddress("adr_1"), addAddress("adr_2"))
+    expect(ids(two)).toEqual(["adr_1", "adr_2"])
+    expect(defaults(two)).toEqual(["adr_1"])
 
-      const { events, state } = yield* step(CustomerDecider, two, addAddress("adr_3", true))
-      expect(events[0]?.data).toMatchObject({ addressId: "adr_3", isDefault: true })
-      expect(ids(state)).toEqual(["adr_1", "adr_2", "adr_3"])
-      expect(defaults(state)).toEqual(["adr_3"])
+    const { events, state } = customer.givenState(two).when(addAddress("adr_3", true))
+    expect(events[0]?.data).toMatchObject({ addressId: "adr_3", isDefault: true })
+    expect(ids(state)).toEqual(["adr_1", "adr_2", "adr_3"])
+    expect(defaults(state)).toEqual(["adr_3"])
 
-      // makeDefault on the first address is the same as without.
-      const first = yield* CustomerDecider.decide(addAddress("adr_1", true), created)
-      expect(first[0]?.data).toMatchObject({ isDefault: true })
-    })
-  )
+    // makeDefault on the first address is the same as without.
+    const first = customer.givenState(created).when(addAddress("adr_1", true)).events
+    expect(first[0]?.data).toMatchObject({ isDefault: true })
+  })
 
-  it.effect("removing a non-default address keeps the default", () =>
-    Effect.gen(function* () {
-      const three = runAll(created, [addAddress("adr_1"), addAddress("adr_2", true), addAddress("adr_3")])
-      const { events, state } = yield* step(CustomerDecider, three, {
+  it("removing a non-default address keeps the default", () => {
+    const three = run(created, addAddress("adr_1"), addAddress("adr_2", true), addAddress("adr_3"))
+    const { state } = customer
+      .givenState(three)
+      .when({
         _tag: "RemoveAddress",
         addressId: "adr_1"
       })
-      expect(events).toEqual([
+      .thenEvents([
         CustomerAddressRemoved.make({ customerId, addressId: "adr_1", defaultAddressId: "adr_2" })
       ])
-      expect(ids(state)).toEqual(["adr_2", "adr_3"])
-      expect(defaults(state)).toEqual(["adr_2"])
-    })
-  )
+    expect(ids(state)).toEqual(["adr_2", "adr_3"])
+    expect(defaults(state)).toEqual(["adr_2"])
+  })
 
-  it.effect("removing the default promotes the oldest remaining address", () =>
-    Effect.gen(function* () {
-      const three = runAll(created, [addAddress("adr_1"), addAddress("adr_2"), addAddress("adr_3", true)])
-      const { events, state } = yield* step(CustomerDecider, three, {
+  it("removing the default promotes the oldest remaining address", () => {
+    const three = run(created, addAddress("adr_1"), addAddress("adr_2"), addAddress("adr_3", true))
+    const { state } = customer
+      .givenState(three)
+      .when({
         _tag: "RemoveAddress",
         addressId: "adr_3"
       })
-      expect(events).toEqual([
+      .thenEvents([
         CustomerAddressRemoved.make({ customerId, addressId: "adr_3", defaultAddressId: "adr_1" })
       ])
-      expect(defaults(state)).toEqual(["adr_1"])
+    expect(defaults(state)).toEqual(["adr_1"])
 
-      // A default in the middle: still the oldest (not the next) takes over.
-      const middle = runAll(created, [addAddress("adr_1"), addAddress("adr_2", true), addAddress("adr_3")])
-      const promoted = run(middle, { _tag: "RemoveAddress", addressId: "adr_2" })
-      expect(ids(promoted)).toEqual(["adr_1", "adr_3"])
-      expect(defaults(promoted)).toEqual(["adr_1"])
-    })
-  )
+    // A default in the middle: still the oldest (not the next) takes over.
+    const middle = run(created, addAddress("adr_1"), addAddress("adr_2", true), addAddress("adr_3"))
+    const promoted = run(middle, { _tag: "RemoveAddress", addressId: "adr_2" })
+    expect(ids(promoted)).toEqual(["adr_1", "adr_3"])
+    expect(defaults(promoted)).toEqual(["adr_1"])
+  })
 
-  it.effect("removing the last address leaves no default; adding again makes a new default", () =>
-    Effect.gen(function* () {
-      const one = run(created, addAddress("adr_1"))
-      const { events, state } = yield* step(CustomerDecider, one, {
+  it("removing the last address leaves no default; adding again makes a new default", () => {
+    const one = run(created, addAddress("adr_1"))
+    const { state } = customer
+      .givenState(one)
+      .when({
         _tag: "RemoveAddress",
         addressId: "adr_1"
       })
-      expect(events).toEqual([
-        CustomerAddressRemoved.make({ customerId, addressId: "adr_1", defaultAddressId: null })
-      ])
-      expect(state.addresses).toEqual([])
-      expect(defaults(run(state, addAddress("adr_2")))).toEqual(["adr_2"])
-    })
-  )
+      .thenEvents([CustomerAddressRemoved.make({ customerId, addressId: "adr_1", defaultAddressId: null })])
+    expect(state.addresses).toEqual([])
+    expect(defaults(run(state, addAddress("adr_2")))).toEqual(["adr_2"])
+  })
 
-  it.effect("removing an unknown or already removed address is AddressNotFound", () =>
-    Effect.gen(function* () {
-      const unknown = yield* Effect.flip(
-        CustomerDecider.decide({ _tag: "RemoveAddress", addressId: "adr_x" }, created)
-      )
-      expect(unknown).toMatchObject({ _tag: "AddressNotFound", addressId: "adr_x" })
-      const removed = runAll(created, [addAddress("adr_1"), { _tag: "RemoveAddress", addressId: "adr_1" }])
-      const again = yield* Effect.flip(
-        CustomerDecider.decide({ _tag: "RemoveAddress", addressId: "adr_1" }, removed)
-      )
-      expect(again).toMatchObject({ _tag: "AddressNotFound", addressId: "adr_1" })
-    })
-  )
+  it("removing an unknown or already removed address is AddressNotFound", () => {
+    customer
+      .givenState(created)
+      .when({ _tag: "RemoveAddress", addressId: "adr_x" })
+      .thenFails({ _tag: "AddressNotFound", addressId: "adr_x" })
+    const removed = run(created, addAddress("adr_1"), { _tag: "RemoveAddress", addressId: "adr_1" })
+    customer
+      .givenState(removed)
+      .when({ _tag: "RemoveAddress", addressId: "adr_1" })
+      .thenFails({ _tag: "AddressNotFound", addressId: "adr_1" })
+  })
 
-  it.effect("at most LIMITS.addresses addresses: one more is CustomerLimitExceeded on addresses", () =>
-    Effect.gen(function* () {
-      const full = runAll(
-        created,
-        Array.from({ length: LIMITS.addresses }, (_, i) => addAddress(`adr_${i}`, false, i))
-      )
-      expect(full.addresses).toHaveLength(LIMITS.addresses)
-      expect(defaults(full)).toEqual(["adr_0"])
-      const error = yield* Effect.flip(CustomerDecider.decide(addAddress("adr_more", true), full))
-      expect(error).toMatchObject({ _tag: "CustomerLimitExceeded", field: "addresses" })
-      expect(error.message).toContain(String(LIMITS.addresses))
-      // Removing one makes room again.
-      const room = run(full, { _tag: "RemoveAddress", addressId: "adr_7" })
-      const added = run(room, addAddress("adr_more", true))
-      expect(added.addresses).toHaveLength(LIMITS.addresses)
-      expect(defaults(added)).toEqual(["adr_more"])
-    })
-  )
+  it("at most LIMITS.addresses addresses: one more is CustomerLimitExceeded on addresses", () => {
+    const full = run(
+      created,
+      ...Array.from({ length: LIMITS.addresses }, (_, i) => addAddress(`adr_${i}`, false, i))
+    )
+    expect(full.addresses).toHaveLength(LIMITS.addresses)
+    expect(defaults(full)).toEqual(["adr_0"])
+    const error = customer
+      .givenState(full)
+      .when(addAddress("adr_more", true))
+      .thenFails({ _tag: "CustomerLimitExceeded", field: "addresses" })
+    expect(error.message).toContain(String(LIMITS.addresses))
+    // Removing one makes room again.
+    const room = run(full, { _tag: "RemoveAddress", addressId: "adr_7" })
+    const added = run(room, addAddress("adr_more", true))
+    expect(added.addresses).toHaveLength(LIMITS.addresses)
+    expect(defaults(added)).toEqual(["adr_more"])
+  })
 })
 
 // --- Tags ------------------------------------------------------------------------------------------
 
 describe("CustomerDecider: Tag", () => {
-  it.effect("adds only the new tags, in the order given; the state keeps its order first", () =>
-    Effect.gen(function* () {
-      const { events, state } = yield* step(CustomerDecider, created, {
+  it("adds only the new tags, in the order given; the state keeps its order first", () => {
+    const { state } = customer
+      .givenState(created)
+      .when({
         _tag: "Tag",
         tags: ["gold", "vip", "b2b", "gold"]
       })
-      expect(events).toEqual([CustomerTagged.make({ customerId, tags: ["gold", "b2b"] })])
-      expect(state.tags).toEqual(["vip", "newsletter", "gold", "b2b"])
-    })
-  )
+      .thenEvents([CustomerTagged.make({ customerId, tags: ["gold", "b2b"] })])
+    expect(state.tags).toEqual(["vip", "newsletter", "gold", "b2b"])
+  })
 
-  it.effect("nothing new decides no event", () =>
-    Effect.gen(function* () {
-      expect(yield* CustomerDecider.decide({ _tag: "Tag", tags: ["vip", "newsletter"] }, created)).toEqual([])
-      expect(yield* CustomerDecider.decide({ _tag: "Tag", tags: [] }, created)).toEqual([])
-    })
-  )
+  it("nothing new decides no event", () => {
+    customer
+      .givenState(created)
+      .when({ _tag: "Tag", tags: ["vip", "newsletter"] })
+      .thenNothing()
+    customer.givenState(created).when({ _tag: "Tag", tags: [] }).thenNothing()
+  })
 
-  it.effect("tags are compared exactly: another case is another tag", () =>
-    Effect.gen(function* () {
-      const events = yield* CustomerDecider.decide({ _tag: "Tag", tags: ["VIP"] }, created)
-      expect(events).toEqual([CustomerTagged.make({ customerId, tags: ["VIP"] })])
-    })
-  )
+  it("tags are compared exactly: another case is another tag", () => {
+    customer
+      .givenState(created)
+      .when({ _tag: "Tag", tags: ["VIP"] })
+      .thenEvents([CustomerTagged.make({ customerId, tags: ["VIP"] })])
+  })
 
-  it.effect("going past LIMITS.tags is CustomerLimitExceeded; repeating tags at the limit is a no-op", () =>
-    Effect.gen(function* () {
-      const almost = run(created, update({ tags: tagsN(LIMITS.tags - 1) }))
-      const tooMany = yield* Effect.flip(CustomerDecider.decide({ _tag: "Tag", tags: ["x", "y"] }, almost))
-      expect(tooMany).toMatchObject({ _tag: "CustomerLimitExceeded", field: "tags" })
+  it("going past LIMITS.tags is CustomerLimitExceeded; repeating tags at the limit is a no-op", () => {
+    const almost = run(created, update({ tags: tagsN(LIMITS.tags - 1) }))
+    customer
+      .givenState(almost)
+      .when({ _tag: "Tag", tags: ["x", "y"] })
+      .thenFails({ _tag: "CustomerLimitExceeded", field: "tags" })
 
-      // Known tags do not count towards the limit.
-      const full = run(almost, { _tag: "Tag", tags: ["t0", "t1", "x", "x"] })
-      expect(full.tags).toHaveLength(LIMITS.tags)
-      expect(full.tags.at(-1)).toBe("x")
-      expect(yield* CustomerDecider.decide({ _tag: "Tag", tags: ["x", "t5"] }, full)).toEqual([])
-      const oneMore = yield* Effect.flip(CustomerDecider.decide({ _tag: "Tag", tags: ["y"] }, full))
-      expect(oneMore).toMatchObject({ _tag: "CustomerLimitExceeded", field: "tags" })
-    })
-  )
+    // Known tags do not count towards the limit.
+    const full = run(almost, { _tag: "Tag", tags: ["t0", "t1", "x", "x"] })
+    expect(full.tags).toHaveLength(LIMITS.tags)
+    expect(full.tags.at(-1)).toBe("x")
+    customer
+      .givenState(full)
+      .when({ _tag: "Tag", tags: ["x", "t5"] })
+      .thenNothing()
+    customer
+      .givenState(full)
+      .when({ _tag: "Tag", tags: ["y"] })
+      .thenFails({ _tag: "CustomerLimitExceeded", field: "tags" })
+  })
 })
 
 describe("uniqueTags", () => {
@@ -650,59 +592,56 @@ describe("metadataProblem", () => {
 // --- Erase -----------------------------------------------------------------------------------------
 
 describe("CustomerDecider: Erase", () => {
-  it.effect("erases: personal fields, tags, metadata and addresses are gone, the ids stay", () =>
-    Effect.gen(function* () {
-      const full = runAll(linked, [
-        addAddress("adr_1"),
-        { _tag: "Tag", tags: ["gold"] },
-        update({ active: false, metadata: { note: "x" } })
-      ])
-      const { events, state } = yield* step(CustomerDecider, full, { _tag: "Erase" })
-      expect(events).toEqual([CustomerErased.make({ customerId, userId })])
-      expect(state).toEqual({
-        ...CustomerDecider.initialState,
-        status: "erased",
-        customerId,
-        userId
-      })
-      expect(state).toMatchObject({
-        email: null,
-        firstName: null,
-        lastName: null,
-        phone: null,
-        tags: [],
-        metadata: {},
-        addresses: []
-      })
+  it("erases: personal fields, tags, metadata and addresses are gone, the ids stay", () => {
+    const full = run(
+      linked,
+      addAddress("adr_1"),
+      { _tag: "Tag", tags: ["gold"] },
+      update({ active: false, metadata: { note: "x" } })
+    )
+    const { state } = customer
+      .givenState(full)
+      .when({ _tag: "Erase" })
+      .thenEvents([CustomerErased.make({ customerId, userId })])
+    expect(state).toEqual({
+      ...CustomerDecider.initialState,
+      status: "erased",
+      customerId,
+      userId
     })
-  )
+    expect(state).toMatchObject({
+      email: null,
+      firstName: null,
+      lastName: null,
+      phone: null,
+      tags: [],
+      metadata: {},
+      addresses: []
+    })
+  })
 
-  it.effect("a staff-created customer's erasure has no userId key", () =>
-    Effect.gen(function* () {
-      const [event] = yield* CustomerDecider.decide({ _tag: "Erase" }, created)
-      expect(event).toEqual(CustomerErased.make({ customerId }))
-      expect(event?.data).not.toHaveProperty("userId")
-    })
-  )
+  it("a staff-created customer's erasure has no userId key", () => {
+    const [event] = customer.givenState(created).when({ _tag: "Erase" }).events
+    expect(event).toEqual(CustomerErased.make({ customerId }))
+    expect(event?.data).not.toHaveProperty("userId")
+  })
 
-  it.effect("after erasure every command but Create is CustomerNotFound", () =>
-    Effect.gen(function* () {
-      const erased = run(run(created, addAddress("adr_1")), { _tag: "Erase" })
-      const commands: ReadonlyArray<CustomerCommand> = [
-        update({ firstName: "Bob" }),
-        update({}),
-        addAddress("adr_2"),
-        { _tag: "RemoveAddress", addressId: "adr_1" },
-        { _tag: "Tag", tags: ["x"] },
-        { _tag: "Tag", tags: [] },
-        { _tag: "Erase" }
-      ]
-      for (const command of commands) {
-        const error = yield* Effect.flip(CustomerDecider.decide(command, erased))
-        expect(error, command._tag).toMatchObject({ _tag: "CustomerNotFound", customerId })
-      }
-    })
-  )
+  it("after erasure every command but Create is CustomerNotFound", () => {
+    const erased = run(run(created, addAddress("adr_1")), { _tag: "Erase" })
+    const commands: ReadonlyArray<CustomerCommand> = [
+      update({ firstName: "Bob" }),
+      update({}),
+      addAddress("adr_2"),
+      { _tag: "RemoveAddress", addressId: "adr_1" },
+      { _tag: "Tag", tags: ["x"] },
+      { _tag: "Tag", tags: [] },
+      { _tag: "Erase" }
+    ]
+    for (const command of commands) {
+      const error = customer.givenState(erased).when(command).error
+      expect(error, command._tag).toMatchObject({ _tag: "CustomerNotFound", customerId })
+    }
+  })
 })
 
 // --- Recorded events, public events and snapshots -------------------------------------------------
@@ -1065,7 +1004,7 @@ describe("CustomerDecider: random command sequences", () => {
         for (const [index, s] of steps.entries()) {
           const command = commandOf(s, index, state)
           const expected = modelStep(model, command)
-          const result = decideSync(command, state)
+          const result = customer.givenState(state).when(command).result
           if ("error" in expected) {
             if (Either.isRight(result))
               return expect.fail(`${command._tag} should fail with ${expected.error}`)
@@ -1107,8 +1046,6 @@ describe("applyMetadataPatch", () => {
   })
 
   it("at creation, a key set to null is no key", () => {
-    const result = decideSync({ ...create, metadata: { a: null, b: 2 } }, CustomerDecider.initialState)
-    if (Either.isLeft(result)) return expect.fail(result.left._tag)
-    expect(fold(CustomerDecider, result.right).metadata).toEqual({ b: 2 })
+    expect(customer.when({ ...create, metadata: { a: null, b: 2 } }).state.metadata).toEqual({ b: 2 })
   })
 })

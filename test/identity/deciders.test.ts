@@ -3,7 +3,6 @@
  * (refresh-token rotation and reuse detection), API keys and OAuth clients.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
 import * as fc from "fast-check"
 import type { EventMetadata } from "../../src/eventstore/EventStore.js"
 import { type DomainEvent, shredded } from "../../src/eventstore/EventType.js"
@@ -37,11 +36,13 @@ import {
 } from "../../src/identity/events.js"
 import { revocationOf } from "../../src/identity/projection.js"
 import { digest, randomBase62 } from "../../src/identity/secrets.js"
-import { type Decider, fold, type Recorded } from "../../src/kernel/Decider.js"
+import { fold, type Recorded } from "../../src/kernel/Decider.js"
+import { deciderSpec } from "../support/decider.js"
 
-/** Decides a command against a state and folds the resulting events into it. */
-const step = <C, E extends DomainEvent, S, Err>(decider: Decider<C, E, S, Err>, state: S, command: C) =>
-  Effect.map(decider.decide(command, state), (events) => ({ events, state: fold(decider, events, state) }))
+const user = deciderSpec(UserDecider)
+const session = deciderSpec(SessionDecider)
+const apiKey = deciderSpec(ApiKeyDecider)
+const oauthClient = deciderSpec(OAuthClientDecider)
 
 const admin: ActorRef = { type: "user", id: "usr_01jd4x8m6ffq2b3n5r7t9v1w3y" }
 const at = (iso: string) => new Date(iso)
@@ -75,24 +76,17 @@ const register = {
   customerId
 } as const
 
-const registered: UserState = fold(UserDecider, [
-  UserRegistered.make({
-    userId,
-    email: "ann@example.com",
-    firstName: "Ann",
-    lastName: "Lee",
-    passwordHash: "scrypt$old",
-    role: "customer",
-    customerId
-  })
-])
+/** What registering decides: the command's fields, as they are. */
+const { _tag: _, ...registration } = register
+const registeredEvent = UserRegistered.make(registration)
+const registered: UserState = fold(UserDecider, [registeredEvent])
 
 const resetToken = () => `prt_${userId.slice(4)}${randomBase62()}`
 const requestedAt = at("2030-01-01T10:00:00.000Z")
 const resetExpiresAt = at("2030-01-01T10:30:00.000Z")
 
 const requestReset = (state: UserState, resetId: string, token: string, expiresAt = resetExpiresAt) =>
-  step(UserDecider, state, {
+  user.givenState(state).when({
     _tag: "RequestPasswordReset",
     resetId,
     token,
@@ -101,121 +95,86 @@ const requestReset = (state: UserState, resetId: string, token: string, expiresA
   })
 
 describe("UserDecider", () => {
-  it.effect("registers a user once; a second registration is UserAlreadyExists", () =>
-    Effect.gen(function* () {
-      const { events, state } = yield* step(UserDecider, UserDecider.initialState, register)
-      expect(events).toEqual([
-        UserRegistered.make({
-          userId,
-          email: "ann@example.com",
-          firstName: "Ann",
-          lastName: "Lee",
-          passwordHash: "scrypt$old",
-          role: "customer",
-          customerId
-        })
-      ])
-      expect(state).toEqual(registered)
-      expect(state).toMatchObject({
-        status: "active",
-        userId,
-        email: "ann@example.com",
-        firstName: "Ann",
-        lastName: "Lee",
-        passwordHash: "scrypt$old",
-        role: "customer",
-        customerId,
-        pendingReset: undefined,
-        spentResetHashes: [],
-        sessionsValidAfter: undefined
-      })
-
-      const again = yield* Effect.flip(UserDecider.decide(register, state))
-      expect(again).toMatchObject({ _tag: "UserAlreadyExists", userId })
+  it("registers a user once; a second registration is UserAlreadyExists", () => {
+    const { state } = user.when(register).thenEvents([registeredEvent])
+    expect(state).toEqual(registered)
+    expect(state).toMatchObject({
+      status: "active",
+      ...registration,
+      pendingReset: undefined,
+      spentResetHashes: [],
+      sessionsValidAfter: undefined
     })
-  )
 
-  it.effect("an admin without a linked customer has no customerId key in the event", () =>
-    Effect.gen(function* () {
-      const [event] = yield* UserDecider.decide(
-        {
-          _tag: "Register",
-          userId,
-          email: "root@example.com",
-          firstName: "Root",
-          lastName: "Admin",
-          passwordHash: "h",
-          role: "admin"
-        },
-        UserDecider.initialState
-      )
-      expect(event?.data).not.toHaveProperty("customerId")
-      expect(event?.data).toMatchObject({ role: "admin" })
-    })
-  )
+    user.givenState(state).when(register).thenFails({ _tag: "UserAlreadyExists", userId })
+  })
 
-  it.effect("commands other than Register on an unknown user are UserNotFound", () =>
-    Effect.gen(function* () {
-      const login = yield* Effect.flip(
-        UserDecider.decide({ _tag: "RecordLogin", sessionId: "ses_1" }, UserDecider.initialState)
-      )
-      expect(login._tag).toBe("UserNotFound")
-      const reset = yield* Effect.flip(
-        UserDecider.decide(
-          { _tag: "ResetPassword", tokenHash: digest("x"), passwordHash: "h", now: requestedAt },
-          UserDecider.initialState
-        )
-      )
-      expect(reset._tag).toBe("UserNotFound")
-    })
-  )
+  it("an admin without a linked customer has no customerId key in the event", () => {
+    const [event] = user.when({
+      _tag: "Register",
+      userId,
+      email: "root@example.com",
+      firstName: "Root",
+      lastName: "Admin",
+      passwordHash: "h",
+      role: "admin"
+    }).events
+    expect(event?.data).not.toHaveProperty("customerId")
+    expect(event?.data).toMatchObject({ role: "admin" })
+  })
 
-  it.effect("records a login without changing the state", () =>
-    Effect.gen(function* () {
-      const { events, state } = yield* step(UserDecider, registered, {
+  it("commands other than Register on an unknown user are UserNotFound", () => {
+    user.when({ _tag: "RecordLogin", sessionId: "ses_1" }).thenFails("UserNotFound")
+    user
+      .when({ _tag: "ResetPassword", tokenHash: digest("x"), passwordHash: "h", now: requestedAt })
+      .thenFails("UserNotFound")
+  })
+
+  it("records a login without changing the state", () => {
+    const { state } = user
+      .givenState(registered)
+      .when({
         _tag: "RecordLogin",
         sessionId: "ses_x"
       })
-      expect(events).toEqual([UserLoggedIn.make({ userId, sessionId: "ses_x" })])
-      expect(state).toEqual(registered)
-    })
-  )
+      .thenEvents([UserLoggedIn.make({ userId, sessionId: "ses_x" })])
+    expect(state).toEqual(registered)
+  })
 
-  it.effect("a reset request leaves a pending reset", () =>
-    Effect.gen(function* () {
-      const token = resetToken()
-      const { events, state } = yield* requestReset(registered, "prs_1", token)
-      expect(events).toEqual([
-        UserPasswordResetRequested.make({
-          userId,
-          resetId: "prs_1",
-          tokenHash: digest(token),
-          token,
-          expiresAt: resetExpiresAt
-        })
-      ])
-      expect(state.pendingReset).toEqual({
+  it("a reset request leaves a pending reset", () => {
+    const token = resetToken()
+    const { events, state } = requestReset(registered, "prs_1", token)
+    expect(events).toEqual([
+      UserPasswordResetRequested.make({
+        userId,
         resetId: "prs_1",
         tokenHash: digest(token),
+        token,
         expiresAt: resetExpiresAt
       })
-      expect(state.spentResetHashes).toEqual([])
-      expect(state.passwordHash).toBe("scrypt$old")
+    ])
+    expect(state.pendingReset).toEqual({
+      resetId: "prs_1",
+      tokenHash: digest(token),
+      expiresAt: resetExpiresAt
     })
-  )
+    expect(state.spentResetHashes).toEqual([])
+    expect(state.passwordHash).toBe("scrypt$old")
+  })
 
-  it.effect("the right token before expiry resets the password; sessionsValidAfter = now", () =>
-    Effect.gen(function* () {
-      const token = resetToken()
-      const pending = (yield* requestReset(registered, "prs_1", token)).state
-      const now = new Date(resetExpiresAt.getTime() - 1) // the last valid millisecond
-      const { events, state } = yield* step(UserDecider, pending, {
+  it("the right token before expiry resets the password; sessionsValidAfter = now", () => {
+    const token = resetToken()
+    const pending = requestReset(registered, "prs_1", token).state
+    const now = new Date(resetExpiresAt.getTime() - 1) // the last valid millisecond
+    const { state } = user
+      .givenState(pending)
+      .when({
         _tag: "ResetPassword",
         tokenHash: digest(token),
         passwordHash: "scrypt$new",
         now
       })
-      expect(events).toEqual([
+      .thenEvents([
         UserPasswordReset.make({
           userId,
           resetId: "prs_1",
@@ -223,180 +182,146 @@ describe("UserDecider", () => {
           sessionsValidAfter: now
         })
       ])
-      expect(state.passwordHash).toBe("scrypt$new")
-      expect(state.sessionsValidAfter).toEqual(now)
-      expect(state.pendingReset).toBeUndefined()
-      expect(state.spentResetHashes).toEqual([digest(token)])
-    })
-  )
+    expect(state.passwordHash).toBe("scrypt$new")
+    expect(state.sessionsValidAfter).toEqual(now)
+    expect(state.pendingReset).toBeUndefined()
+    expect(state.spentResetHashes).toEqual([digest(token)])
+  })
 
-  it.effect("a token that was never issued is ResetTokenInvalid unknown", () =>
-    Effect.gen(function* () {
-      const pending = (yield* requestReset(registered, "prs_1", resetToken())).state
-      const wrong = yield* Effect.flip(
-        UserDecider.decide(
-          { _tag: "ResetPassword", tokenHash: digest(resetToken()), passwordHash: "h", now: requestedAt },
-          pending
-        )
-      )
-      expect(wrong).toMatchObject({ _tag: "ResetTokenInvalid", reason: "unknown" })
-      // Without any pending reset, too.
-      const none = yield* Effect.flip(
-        UserDecider.decide(
-          { _tag: "ResetPassword", tokenHash: digest(resetToken()), passwordHash: "h", now: requestedAt },
-          registered
-        )
-      )
-      expect(none).toMatchObject({ _tag: "ResetTokenInvalid", reason: "unknown" })
-    })
-  )
+  it("a token that was never issued is ResetTokenInvalid unknown", () => {
+    const pending = requestReset(registered, "prs_1", resetToken()).state
+    user
+      .givenState(pending)
+      .when({ _tag: "ResetPassword", tokenHash: digest(resetToken()), passwordHash: "h", now: requestedAt })
+      .thenFails({ _tag: "ResetTokenInvalid", reason: "unknown" })
+    // Without any pending reset, too.
+    user
+      .givenState(registered)
+      .when({ _tag: "ResetPassword", tokenHash: digest(resetToken()), passwordHash: "h", now: requestedAt })
+      .thenFails({ _tag: "ResetTokenInvalid", reason: "unknown" })
+  })
 
-  it.effect("a token already used is ResetTokenInvalid used", () =>
-    Effect.gen(function* () {
-      const token = resetToken()
-      const pending = (yield* requestReset(registered, "prs_1", token)).state
-      const command = {
-        _tag: "ResetPassword",
-        tokenHash: digest(token),
-        passwordHash: "scrypt$new",
-        now: requestedAt
-      } as const
-      const afterReset = (yield* step(UserDecider, pending, command)).state
-      const reused = yield* Effect.flip(UserDecider.decide(command, afterReset))
-      expect(reused).toMatchObject({ _tag: "ResetTokenInvalid", reason: "used" })
-    })
-  )
+  it("a token already used is ResetTokenInvalid used", () => {
+    const token = resetToken()
+    const pending = requestReset(registered, "prs_1", token).state
+    const command = {
+      _tag: "ResetPassword",
+      tokenHash: digest(token),
+      passwordHash: "scrypt$new",
+      now: requestedAt
+    } as const
+    const afterReset = user.givenState(pending).when(command).state
+    user.givenState(afterReset).when(command).thenFails({ _tag: "ResetTokenInvalid", reason: "used" })
+  })
 
-  it.effect("a token superseded by a second request is used; the newer one works", () =>
-    Effect.gen(function* () {
-      const first = resetToken()
-      const second = resetToken()
-      const once = (yield* requestReset(registered, "prs_1", first)).state
-      const twice = (yield* requestReset(once, "prs_2", second)).state
-      expect(twice.pendingReset?.resetId).toBe("prs_2")
-      expect(twice.spentResetHashes).toEqual([digest(first)])
+  it("a token superseded by a second request is used; the newer one works", () => {
+    const first = resetToken()
+    const second = resetToken()
+    const once = requestReset(registered, "prs_1", first).state
+    const twice = requestReset(once, "prs_2", second).state
+    expect(twice.pendingReset?.resetId).toBe("prs_2")
+    expect(twice.spentResetHashes).toEqual([digest(first)])
 
-      const superseded = yield* Effect.flip(
-        UserDecider.decide(
-          { _tag: "ResetPassword", tokenHash: digest(first), passwordHash: "h", now: requestedAt },
-          twice
-        )
-      )
-      expect(superseded).toMatchObject({ _tag: "ResetTokenInvalid", reason: "used" })
+    user
+      .givenState(twice)
+      .when({ _tag: "ResetPassword", tokenHash: digest(first), passwordHash: "h", now: requestedAt })
+      .thenFails({ _tag: "ResetTokenInvalid", reason: "used" })
 
-      const [event] = yield* UserDecider.decide(
-        { _tag: "ResetPassword", tokenHash: digest(second), passwordHash: "h", now: requestedAt },
-        twice
-      )
-      expect(event).toMatchObject({ type: "user.password_reset", data: { resetId: "prs_2" } })
-    })
-  )
+    const [event] = user
+      .givenState(twice)
+      .when({ _tag: "ResetPassword", tokenHash: digest(second), passwordHash: "h", now: requestedAt }).events
+    expect(event).toMatchObject({ type: "user.password_reset", data: { resetId: "prs_2" } })
+  })
 
-  it.effect("a token at or after its expiry is ResetTokenInvalid expired", () =>
-    Effect.gen(function* () {
-      const token = resetToken()
-      const pending = (yield* requestReset(registered, "prs_1", token)).state
-      for (const now of [
-        resetExpiresAt,
-        new Date(resetExpiresAt.getTime() + 1),
-        at("2031-01-01T00:00:00Z")
-      ]) {
-        const expired = yield* Effect.flip(
-          UserDecider.decide(
-            { _tag: "ResetPassword", tokenHash: digest(token), passwordHash: "h", now },
-            pending
-          )
-        )
-        expect(expired).toMatchObject({ _tag: "ResetTokenInvalid", reason: "expired" })
-      }
-    })
-  )
+  it("a token at or after its expiry is ResetTokenInvalid expired", () => {
+    const token = resetToken()
+    const pending = requestReset(registered, "prs_1", token).state
+    for (const now of [resetExpiresAt, new Date(resetExpiresAt.getTime() + 1), at("2031-01-01T00:00:00Z")]) {
+      user
+        .givenState(pending)
+        .when({ _tag: "ResetPassword", tokenHash: digest(token), passwordHash: "h", now })
+        .thenFails({ _tag: "ResetTokenInvalid", reason: "expired" })
+    }
+  })
 
-  it.effect("an admin SetPassword spends the pending reset token", () =>
-    Effect.gen(function* () {
-      const token = resetToken()
-      const pending = (yield* requestReset(registered, "prs_1", token)).state
-      const now = at("2030-01-01T10:05:00Z")
-      const { events, state } = yield* step(UserDecider, pending, {
+  it("an admin SetPassword spends the pending reset token", () => {
+    const token = resetToken()
+    const pending = requestReset(registered, "prs_1", token).state
+    const now = at("2030-01-01T10:05:00Z")
+    const { events, state } = user
+      .givenState(pending)
+      .when({
         _tag: "SetPassword",
         passwordHash: "scrypt$admin",
         now
       })
-      expect(events).toEqual([
-        UserPasswordReset.make({ userId, passwordHash: "scrypt$admin", sessionsValidAfter: now })
-      ])
-      expect(events[0]?.data).not.toHaveProperty("resetId")
-      expect(state.sessionsValidAfter).toEqual(now)
-      const used = yield* Effect.flip(
-        UserDecider.decide({ _tag: "ResetPassword", tokenHash: digest(token), passwordHash: "h", now }, state)
-      )
-      expect(used).toMatchObject({ _tag: "ResetTokenInvalid", reason: "used" })
-    })
-  )
+      .thenEvents([UserPasswordReset.make({ userId, passwordHash: "scrypt$admin", sessionsValidAfter: now })])
+    expect(events[0]?.data).not.toHaveProperty("resetId")
+    expect(state.sessionsValidAfter).toEqual(now)
+    user
+      .givenState(state)
+      .when({ _tag: "ResetPassword", tokenHash: digest(token), passwordHash: "h", now })
+      .thenFails({ _tag: "ResetTokenInvalid", reason: "used" })
+  })
 
-  it.effect("only the latest ten spent tokens answer used; older ones are unknown", () =>
-    Effect.gen(function* () {
-      const tokens = Array.from({ length: 12 }, () => resetToken())
-      let state = registered
-      for (const [i, token] of tokens.entries()) state = (yield* requestReset(state, `prs_${i}`, token)).state
-      // 11 superseded, the 12th pending: the newest 10 superseded are remembered.
-      expect(state.spentResetHashes).toHaveLength(10)
-      const reasonOf = (token: string) =>
-        Effect.flip(
-          UserDecider.decide(
-            { _tag: "ResetPassword", tokenHash: digest(token), passwordHash: "h", now: requestedAt },
-            state
-          )
-        ).pipe(Effect.map((e) => (e._tag === "ResetTokenInvalid" ? e.reason : e._tag)))
-      expect(yield* reasonOf(tokens[0] ?? "")).toBe("unknown")
-      expect(yield* reasonOf(tokens[1] ?? "")).toBe("used")
-      expect(yield* reasonOf(tokens[10] ?? "")).toBe("used")
-    })
-  )
+  it("only the latest ten spent tokens answer used; older ones are unknown", () => {
+    const tokens = Array.from({ length: 12 }, () => resetToken())
+    let state = registered
+    for (const [i, token] of tokens.entries()) state = requestReset(state, `prs_${i}`, token).state
+    // 11 superseded, the 12th pending: the newest 10 superseded are remembered.
+    expect(state.spentResetHashes).toHaveLength(10)
+    const reasonOf = (token: string) => {
+      const e = user
+        .givenState(state)
+        .when({ _tag: "ResetPassword", tokenHash: digest(token), passwordHash: "h", now: requestedAt }).error
+      return e._tag === "ResetTokenInvalid" ? e.reason : e._tag
+    }
+    expect(reasonOf(tokens[0] ?? "")).toBe("unknown")
+    expect(reasonOf(tokens[1] ?? "")).toBe("used")
+    expect(reasonOf(tokens[10] ?? "")).toBe("used")
+  })
 
-  it.effect("a reset request publishes customer.password_reset with the token and the subject", () =>
-    Effect.gen(function* () {
-      const token = resetToken()
-      const { events, state } = yield* requestReset(registered, "prs_1", token)
-      const [event] = events
-      if (event === undefined || event.type !== "user.password_reset_requested") {
-        return expect.fail("expected a user.password_reset_requested event")
+  it("a reset request publishes customer.password_reset with the token and the subject", () => {
+    const token = resetToken()
+    const { events, state } = requestReset(registered, "prs_1", token)
+    const [event] = events
+    if (event === undefined || event.type !== "user.password_reset_requested") {
+      return expect.fail("expected a user.password_reset_requested event")
+    }
+    const metadata: EventMetadata = {}
+    const recorded: Recorded<typeof event> = {
+      ...event,
+      globalPosition: 7,
+      transactionId: "1234",
+      streamId: `user-${userId}`,
+      streamVersion: 2,
+      eventId: "0190f6c0-0000-7000-8000-000000000000",
+      schemaVersion: 1,
+      metadata,
+      recordedAt: requestedAt
+    }
+    const publicEvents = UserDecider.publicEvents
+    if (publicEvents === undefined) return expect.fail("UserDecider has no public events")
+    expect(publicEvents(recorded, state)).toEqual([
+      {
+        type: "customer.password_reset",
+        data: {
+          userId,
+          customerId,
+          email: "ann@example.com",
+          firstName: "Ann",
+          lastName: "Lee",
+          resetToken: token,
+          expiresAt: resetExpiresAt.toISOString()
+        },
+        subjectId: userId
       }
-      const metadata: EventMetadata = {}
-      const recorded: Recorded<typeof event> = {
-        ...event,
-        globalPosition: 7,
-        transactionId: "1234",
-        streamId: `user-${userId}`,
-        streamVersion: 2,
-        eventId: "0190f6c0-0000-7000-8000-000000000000",
-        schemaVersion: 1,
-        metadata,
-        recordedAt: requestedAt
-      }
-      const publicEvents = UserDecider.publicEvents
-      if (publicEvents === undefined) return expect.fail("UserDecider has no public events")
-      expect(publicEvents(recorded, state)).toEqual([
-        {
-          type: "customer.password_reset",
-          data: {
-            userId,
-            customerId,
-            email: "ann@example.com",
-            firstName: "Ann",
-            lastName: "Lee",
-            resetToken: token,
-            expiresAt: resetExpiresAt.toISOString()
-          },
-          subjectId: userId
-        }
-      ])
+    ])
 
-      // Other user events publish nothing.
-      const login = UserLoggedIn.make({ userId, sessionId: "ses_1" })
-      expect(publicEvents({ ...recorded, ...login }, state)).toEqual([])
-    })
-  )
+    // Other user events publish nothing.
+    const login = UserLoggedIn.make({ userId, sessionId: "ses_1" })
+    expect(publicEvents({ ...recorded, ...login }, state)).toEqual([])
+  })
 })
 
 describe("UserDecider: profile changes, deactivation and erasure", () => {
@@ -407,162 +332,154 @@ describe("UserDecider: profile changes, deactivation and erasure", () => {
     registered
   )
 
-  it.effect("ChangeProfile carries only the fields that changed", () =>
-    Effect.gen(function* () {
-      const { events, state } = yield* step(UserDecider, registered, {
+  it("ChangeProfile carries only the fields that changed", () => {
+    const { events, state } = user
+      .givenState(registered)
+      .when({
         _tag: "ChangeProfile",
         email: "ann@example.com",
         firstName: "Anne",
         lastName: "Lee"
       })
-      expect(events).toEqual([UserProfileChanged.make({ userId, firstName: "Anne" })])
-      expect(events[0]?.data).not.toHaveProperty("email")
-      expect(events[0]?.data).not.toHaveProperty("lastName")
-      expect(state).toEqual({ ...registered, firstName: "Anne" })
+      .thenEvents([UserProfileChanged.make({ userId, firstName: "Anne" })])
+    expect(events[0]?.data).not.toHaveProperty("email")
+    expect(events[0]?.data).not.toHaveProperty("lastName")
+    expect(state).toEqual({ ...registered, firstName: "Anne" })
 
-      const all = yield* step(UserDecider, registered, {
-        _tag: "ChangeProfile",
-        email: "anne@example.org",
-        firstName: "Anne",
-        lastName: "Li"
-      })
-      expect(all.events).toEqual([
-        UserProfileChanged.make({ userId, email: "anne@example.org", firstName: "Anne", lastName: "Li" })
-      ])
-      expect(all.state).toEqual({
-        ...registered,
-        email: "anne@example.org",
-        firstName: "Anne",
-        lastName: "Li"
-      })
-      // The password, role and link are untouched.
-      expect(all.state).toMatchObject({ passwordHash: "scrypt$old", role: "customer", customerId })
+    const all = user.givenState(registered).when({
+      _tag: "ChangeProfile",
+      email: "anne@example.org",
+      firstName: "Anne",
+      lastName: "Li"
     })
-  )
-
-  it.effect("ChangeProfile with nothing new decides no event", () =>
-    Effect.gen(function* () {
-      expect(yield* UserDecider.decide({ _tag: "ChangeProfile" }, registered)).toEqual([])
-      expect(
-        yield* UserDecider.decide(
-          { _tag: "ChangeProfile", email: "ann@example.com", firstName: "Ann", lastName: "Lee" },
-          registered
-        )
-      ).toEqual([])
-      // A deactivated login still follows its record.
-      const events = yield* UserDecider.decide({ _tag: "ChangeProfile", lastName: "Li" }, deactivated)
-      expect(events).toEqual([UserProfileChanged.make({ userId, lastName: "Li" })])
+    expect(all.events).toEqual([
+      UserProfileChanged.make({ userId, email: "anne@example.org", firstName: "Anne", lastName: "Li" })
+    ])
+    expect(all.state).toEqual({
+      ...registered,
+      email: "anne@example.org",
+      firstName: "Anne",
+      lastName: "Li"
     })
-  )
+    // The password, role and link are untouched.
+    expect(all.state).toMatchObject({ passwordHash: "scrypt$old", role: "customer", customerId })
+  })
 
-  it.effect("Deactivate records sessionsValidAfter = now and refuses logins", () =>
-    Effect.gen(function* () {
-      const { events, state } = yield* step(UserDecider, registered, {
+  it("ChangeProfile with nothing new decides no event", () => {
+    user.givenState(registered).when({ _tag: "ChangeProfile" }).thenNothing()
+    user
+      .givenState(registered)
+      .when({ _tag: "ChangeProfile", email: "ann@example.com", firstName: "Ann", lastName: "Lee" })
+      .thenNothing()
+    // A deactivated login still follows its record.
+    user
+      .givenState(deactivated)
+      .when({ _tag: "ChangeProfile", lastName: "Li" })
+      .thenEvents([UserProfileChanged.make({ userId, lastName: "Li" })])
+  })
+
+  it("Deactivate records sessionsValidAfter = now and refuses logins", () => {
+    const { state } = user
+      .givenState(registered)
+      .when({
         _tag: "Deactivate",
         now: deactivatedAt
       })
-      expect(events).toEqual([UserDeactivated.make({ userId, sessionsValidAfter: deactivatedAt })])
-      expect(state).toEqual({ ...registered, deactivated: true, sessionsValidAfter: deactivatedAt })
-      expect(state).toEqual(deactivated)
+      .thenEvents([UserDeactivated.make({ userId, sessionsValidAfter: deactivatedAt })])
+    expect(state).toEqual({ ...registered, deactivated: true, sessionsValidAfter: deactivatedAt })
+    expect(state).toEqual(deactivated)
 
-      const login = yield* Effect.flip(UserDecider.decide({ _tag: "RecordLogin", sessionId: "ses_x" }, state))
-      expect(login).toMatchObject({ _tag: "UserIsDeactivated", userId })
-    })
-  )
+    user
+      .givenState(state)
+      .when({ _tag: "RecordLogin", sessionId: "ses_x" })
+      .thenFails({ _tag: "UserIsDeactivated", userId })
+  })
 
-  it.effect("Deactivate is idempotent: no event when already deactivated", () =>
-    Effect.gen(function* () {
-      const again = yield* UserDecider.decide(
-        { _tag: "Deactivate", now: at("2030-02-02T00:00:00.000Z") },
-        deactivated
-      )
-      expect(again).toEqual([])
-    })
-  )
+  it("Deactivate is idempotent: no event when already deactivated", () => {
+    const again = user
+      .givenState(deactivated)
+      .when({ _tag: "Deactivate", now: at("2030-02-02T00:00:00.000Z") }).events
+    expect(again).toEqual([])
+  })
 
-  it.effect("deactivation never moves sessionsValidAfter back before a later password reset", () =>
-    Effect.gen(function* () {
-      const resetAt = at("2030-03-01T00:00:00.000Z")
-      const reset = (yield* step(UserDecider, registered, {
-        _tag: "SetPassword",
-        passwordHash: "h",
-        now: resetAt
-      })).state
-      // A deactivation decided with an earlier clock reading.
-      const { state } = yield* step(UserDecider, reset, { _tag: "Deactivate", now: deactivatedAt })
-      expect(state.deactivated).toBe(true)
-      expect(state.sessionsValidAfter).toEqual(resetAt)
-      // And a later one moves it forward.
-      const later = at("2030-04-01T00:00:00.000Z")
-      const forward = yield* step(UserDecider, reset, { _tag: "Deactivate", now: later })
-      expect(forward.state.sessionsValidAfter).toEqual(later)
-    })
-  )
+  it("deactivation never moves sessionsValidAfter back before a later password reset", () => {
+    const resetAt = at("2030-03-01T00:00:00.000Z")
+    const reset = user.givenState(registered).when({
+      _tag: "SetPassword",
+      passwordHash: "h",
+      now: resetAt
+    }).state
+    // A deactivation decided with an earlier clock reading.
+    const { state } = user.givenState(reset).when({ _tag: "Deactivate", now: deactivatedAt })
+    expect(state.deactivated).toBe(true)
+    expect(state.sessionsValidAfter).toEqual(resetAt)
+    // And a later one moves it forward.
+    const later = at("2030-04-01T00:00:00.000Z")
+    const forward = user.givenState(reset).when({ _tag: "Deactivate", now: later })
+    expect(forward.state.sessionsValidAfter).toEqual(later)
+  })
 
-  it.effect("Reactivate lifts the deactivation; the sessions it killed stay dead", () =>
-    Effect.gen(function* () {
-      const { events, state } = yield* step(UserDecider, deactivated, { _tag: "Reactivate" })
-      expect(events).toEqual([UserReactivated.make({ userId })])
-      expect(state.deactivated).toBe(false)
-      expect(state.sessionsValidAfter).toEqual(deactivatedAt)
-      const login = yield* UserDecider.decide({ _tag: "RecordLogin", sessionId: "ses_y" }, state)
-      expect(login).toEqual([UserLoggedIn.make({ userId, sessionId: "ses_y" })])
-      // Reactivating an active user decides nothing.
-      expect(yield* UserDecider.decide({ _tag: "Reactivate" }, state)).toEqual([])
-      expect(yield* UserDecider.decide({ _tag: "Reactivate" }, registered)).toEqual([])
-    })
-  )
+  it("Reactivate lifts the deactivation; the sessions it killed stay dead", () => {
+    const { state } = user
+      .givenState(deactivated)
+      .when({ _tag: "Reactivate" })
+      .thenEvents([UserReactivated.make({ userId })])
+    expect(state.deactivated).toBe(false)
+    expect(state.sessionsValidAfter).toEqual(deactivatedAt)
+    const login = user.givenState(state).when({ _tag: "RecordLogin", sessionId: "ses_y" }).events
+    expect(login).toEqual([UserLoggedIn.make({ userId, sessionId: "ses_y" })])
+    // Reactivating an active user decides nothing.
+    user.givenState(state).when({ _tag: "Reactivate" }).thenNothing()
+    user.givenState(registered).when({ _tag: "Reactivate" }).thenNothing()
+  })
 
-  it.effect("Erase keeps only the id; afterwards every command is UserNotFound", () =>
-    Effect.gen(function* () {
-      const erasedAt = at("2030-05-01T00:00:00.000Z")
-      for (const from of [registered, deactivated]) {
-        const { events, state } = yield* step(UserDecider, from, { _tag: "Erase", now: erasedAt })
-        expect(events).toEqual([UserErased.make({ userId, sessionsValidAfter: erasedAt })])
-        expect(state).toEqual({ ...UserDecider.initialState, status: "erased", userId })
-        expect(state).toMatchObject({ email: null, firstName: null, lastName: null, passwordHash: null })
+  it("Erase keeps only the id; afterwards every command is UserNotFound", () => {
+    const erasedAt = at("2030-05-01T00:00:00.000Z")
+    for (const from of [registered, deactivated]) {
+      const { state } = user
+        .givenState(from)
+        .when({ _tag: "Erase", now: erasedAt })
+        .thenEvents([UserErased.make({ userId, sessionsValidAfter: erasedAt })])
+      expect(state).toEqual({ ...UserDecider.initialState, status: "erased", userId })
+      expect(state).toMatchObject({ email: null, firstName: null, lastName: null, passwordHash: null })
 
-        const commands: ReadonlyArray<Parameters<typeof UserDecider.decide>[0]> = [
-          { _tag: "RecordLogin", sessionId: "ses_z" },
-          { _tag: "ChangeProfile", firstName: "Zed" },
-          { _tag: "ChangeProfile" },
-          { _tag: "Deactivate", now: erasedAt },
-          { _tag: "Reactivate" },
-          { _tag: "Erase", now: erasedAt },
-          { _tag: "SetPassword", passwordHash: "h", now: erasedAt },
-          {
-            _tag: "RequestPasswordReset",
-            resetId: "prs_9",
-            token: "t",
-            tokenHash: digest("t"),
-            expiresAt: erasedAt
-          },
-          { _tag: "ResetPassword", tokenHash: digest("t"), passwordHash: "h", now: erasedAt }
-        ]
-        for (const command of commands) {
-          const error = yield* Effect.flip(UserDecider.decide(command, state))
-          expect(error, command._tag).toMatchObject({ _tag: "UserNotFound", userId })
-        }
-        const again = yield* Effect.flip(UserDecider.decide(register, state))
-        expect(again).toMatchObject({ _tag: "UserAlreadyExists", userId })
-      }
-    })
-  )
-
-  it.effect("the new commands on an unknown user are UserNotFound", () =>
-    Effect.gen(function* () {
-      const now = at("2030-05-01T00:00:00.000Z")
-      for (const command of [
+      const commands: ReadonlyArray<Parameters<typeof UserDecider.decide>[0]> = [
+        { _tag: "RecordLogin", sessionId: "ses_z" },
         { _tag: "ChangeProfile", firstName: "Zed" },
-        { _tag: "Deactivate", now },
+        { _tag: "ChangeProfile" },
+        { _tag: "Deactivate", now: erasedAt },
         { _tag: "Reactivate" },
-        { _tag: "Erase", now }
-      ] as const) {
-        const error = yield* Effect.flip(UserDecider.decide(command, UserDecider.initialState))
-        expect(error._tag, command._tag).toBe("UserNotFound")
+        { _tag: "Erase", now: erasedAt },
+        { _tag: "SetPassword", passwordHash: "h", now: erasedAt },
+        {
+          _tag: "RequestPasswordReset",
+          resetId: "prs_9",
+          token: "t",
+          tokenHash: digest("t"),
+          expiresAt: erasedAt
+        },
+        { _tag: "ResetPassword", tokenHash: digest("t"), passwordHash: "h", now: erasedAt }
+      ]
+      for (const command of commands) {
+        const error = user.givenState(state).when(command).error
+        expect(error, command._tag).toMatchObject({ _tag: "UserNotFound", userId })
       }
-    })
-  )
+      user.givenState(state).when(register).thenFails({ _tag: "UserAlreadyExists", userId })
+    }
+  })
+
+  it("the new commands on an unknown user are UserNotFound", () => {
+    const now = at("2030-05-01T00:00:00.000Z")
+    for (const command of [
+      { _tag: "ChangeProfile", firstName: "Zed" },
+      { _tag: "Deactivate", now },
+      { _tag: "Reactivate" },
+      { _tag: "Erase", now }
+    ] as const) {
+      const error = user.when(command).error
+      expect(error._tag, command._tag).toBe("UserNotFound")
+    }
+  })
 
   it("shredded personal fields fold to null without throwing", () => {
     const state = fold(UserDecider, [
@@ -645,48 +562,45 @@ const refresh = (
   }) as const
 
 describe("SessionDecider", () => {
-  it.effect("starts a session; starting it again fails", () =>
-    Effect.gen(function* () {
-      const command = {
-        _tag: "Start",
+  it("starts a session; starting it again fails", () => {
+    const command = {
+      _tag: "Start",
+      sessionId,
+      userId,
+      refreshTokenHash: h0,
+      accessTokenId: "jti-0",
+      startedAt,
+      expiresAt: sessionExpiresAt
+    } as const
+    const { state } = session.when(command).thenEvents([
+      SessionStarted.make({
         sessionId,
         userId,
         refreshTokenHash: h0,
         accessTokenId: "jti-0",
         startedAt,
         expiresAt: sessionExpiresAt
-      } as const
-      const { events, state } = yield* step(SessionDecider, SessionDecider.initialState, command)
-      expect(events).toEqual([
-        SessionStarted.make({
-          sessionId,
-          userId,
-          refreshTokenHash: h0,
-          accessTokenId: "jti-0",
-          startedAt,
-          expiresAt: sessionExpiresAt
-        })
-      ])
-      expect(state).toEqual({
-        status: "active",
-        sessionId,
-        userId,
-        startedAt,
-        currentHash: h0,
-        usedHashes: [],
-        expiresAt: sessionExpiresAt
       })
-      const again = yield* Effect.flip(SessionDecider.decide(command, state))
-      expect(again._tag).toBe("SessionAlreadyStarted")
+    ])
+    expect(state).toEqual({
+      status: "active",
+      sessionId,
+      userId,
+      startedAt,
+      currentHash: h0,
+      usedHashes: [],
+      expiresAt: sessionExpiresAt
     })
-  )
+    session.givenState(state).when(command).thenFails("SessionAlreadyStarted")
+  })
 
-  it.effect("refreshing with the current token rotates it: the old hash becomes used", () =>
-    Effect.gen(function* () {
-      const now = at("2030-01-02T00:00:00Z")
-      const command = refresh(h0, h1, now)
-      const { events, state } = yield* step(SessionDecider, started, command)
-      expect(events).toEqual([
+  it("refreshing with the current token rotates it: the old hash becomes used", () => {
+    const now = at("2030-01-02T00:00:00Z")
+    const command = refresh(h0, h1, now)
+    const { state } = session
+      .givenState(started)
+      .when(command)
+      .thenEvents([
         TokenRefreshed.make({
           sessionId,
           userId,
@@ -696,26 +610,27 @@ describe("SessionDecider", () => {
           expiresAt: command.expiresAt
         })
       ])
-      expect(state.status).toBe("active")
-      expect(state.currentHash).toBe(h1)
-      expect(state.usedHashes).toEqual([h0])
-      expect(state.expiresAt).toEqual(command.expiresAt)
-      expect(state.startedAt).toEqual(startedAt)
-    })
-  )
+    expect(state.status).toBe("active")
+    expect(state.currentHash).toBe(h1)
+    expect(state.usedHashes).toEqual([h0])
+    expect(state.expiresAt).toEqual(command.expiresAt)
+    expect(state.startedAt).toEqual(startedAt)
+  })
 
-  it.effect("presenting a rotated-away token revokes the whole family (reuse detection)", () =>
-    Effect.gen(function* () {
-      const now = at("2030-01-02T00:00:00Z")
-      const rotated = (yield* step(SessionDecider, started, refresh(h0, h1, now))).state
-      const { events, state } = yield* step(SessionDecider, rotated, refresh(h0, h2, now))
-      expect(events).toEqual([SessionRevoked.make({ sessionId, userId, reason: "refresh_token_reused" })])
-      expect(state.status).toBe("revoked")
-      // The legitimate holder of the current token is locked out too.
-      const locked = yield* Effect.flip(SessionDecider.decide(refresh(h1, h2, now), state))
-      expect(locked).toMatchObject({ _tag: "SessionIsRevoked", sessionId })
-    })
-  )
+  it("presenting a rotated-away token revokes the whole family (reuse detection)", () => {
+    const now = at("2030-01-02T00:00:00Z")
+    const rotated = session.givenState(started).when(refresh(h0, h1, now)).state
+    const { state } = session
+      .givenState(rotated)
+      .when(refresh(h0, h2, now))
+      .thenEvents([SessionRevoked.make({ sessionId, userId, reason: "refresh_token_reused" })])
+    expect(state.status).toBe("revoked")
+    // The legitimate holder of the current token is locked out too.
+    session
+      .givenState(state)
+      .when(refresh(h1, h2, now))
+      .thenFails({ _tag: "SessionIsRevoked", sessionId })
+  })
 
   it("any earlier token of a rotation chain is detected as reuse", () =>
     fc.assert(
@@ -733,81 +648,69 @@ describe("SessionDecider", () => {
           })
         ])
         for (let i = 1; i <= rotations; i++) {
-          const events = Effect.runSync(
-            SessionDecider.decide(refresh(hashes[i - 1] ?? "", hashes[i] ?? "", now), state)
-          )
-          expect(events.map((e) => e.type)).toEqual(["token.refreshed"])
-          state = fold(SessionDecider, events, state)
+          const rotated = session.givenState(state).when(refresh(hashes[i - 1] ?? "", hashes[i] ?? "", now))
+          expect(rotated.events.map((e) => e.type)).toEqual(["token.refreshed"])
+          state = rotated.state
         }
         expect(state.usedHashes).toEqual(hashes.slice(0, rotations))
         const stale = hashes[pick % rotations] ?? ""
-        const events = Effect.runSync(SessionDecider.decide(refresh(stale, digest("next"), now), state))
-        expect(events).toEqual([SessionRevoked.make({ sessionId, userId, reason: "refresh_token_reused" })])
+        session
+          .givenState(state)
+          .when(refresh(stale, digest("next"), now))
+          .thenEvents([SessionRevoked.make({ sessionId, userId, reason: "refresh_token_reused" })])
       }),
       { numRuns: 50 }
     ))
 
-  it.effect("refreshing a revoked session is SessionIsRevoked", () =>
-    Effect.gen(function* () {
-      const revoked = (yield* step(SessionDecider, started, { _tag: "Revoke", reason: "logout" })).state
-      const error = yield* Effect.flip(
-        SessionDecider.decide(refresh(h0, h1, at("2030-01-02T00:00:00Z")), revoked)
-      )
-      expect(error).toMatchObject({ _tag: "SessionIsRevoked", sessionId })
-    })
-  )
+  it("refreshing a revoked session is SessionIsRevoked", () => {
+    const revoked = session.givenState(started).when({ _tag: "Revoke", reason: "logout" }).state
+    session
+      .givenState(revoked)
+      .when(refresh(h0, h1, at("2030-01-02T00:00:00Z")))
+      .thenFails({ _tag: "SessionIsRevoked", sessionId })
+  })
 
-  it.effect("refreshing at or after the refresh token's expiry is RefreshTokenExpired", () =>
-    Effect.gen(function* () {
-      for (const now of [sessionExpiresAt, new Date(sessionExpiresAt.getTime() + 60_000)]) {
-        const error = yield* Effect.flip(SessionDecider.decide(refresh(h0, h1, now), started))
-        expect(error).toMatchObject({ _tag: "RefreshTokenExpired", sessionId })
-      }
-      const justBefore = new Date(sessionExpiresAt.getTime() - 1)
-      const events = yield* SessionDecider.decide(refresh(h0, h1, justBefore), started)
-      expect(events.map((e) => e.type)).toEqual(["token.refreshed"])
-    })
-  )
+  it("refreshing at or after the refresh token's expiry is RefreshTokenExpired", () => {
+    for (const now of [sessionExpiresAt, new Date(sessionExpiresAt.getTime() + 60_000)]) {
+      session
+        .givenState(started)
+        .when(refresh(h0, h1, now))
+        .thenFails({ _tag: "RefreshTokenExpired", sessionId })
+    }
+    const justBefore = new Date(sessionExpiresAt.getTime() - 1)
+    const events = session.givenState(started).when(refresh(h0, h1, justBefore)).events
+    expect(events.map((e) => e.type)).toEqual(["token.refreshed"])
+  })
 
-  it.effect("a session started before the user's sessionsValidAfter is revoked (password_reset)", () =>
-    Effect.gen(function* () {
-      const now = at("2030-01-05T00:00:00Z")
-      const resetAt = at("2030-01-04T00:00:00Z")
-      const { events, state } = yield* step(SessionDecider, started, refresh(h0, h1, now, resetAt))
-      expect(events).toEqual([SessionRevoked.make({ sessionId, userId, reason: "password_reset" })])
-      expect(state.status).toBe("revoked")
-      // A reset at the very instant the session started does not revoke it.
-      const same = yield* SessionDecider.decide(refresh(h0, h1, now, startedAt), started)
-      expect(same.map((e) => e.type)).toEqual(["token.refreshed"])
-    })
-  )
+  it("a session started before the user's sessionsValidAfter is revoked (password_reset)", () => {
+    const now = at("2030-01-05T00:00:00Z")
+    const resetAt = at("2030-01-04T00:00:00Z")
+    const { state } = session
+      .givenState(started)
+      .when(refresh(h0, h1, now, resetAt))
+      .thenEvents([SessionRevoked.make({ sessionId, userId, reason: "password_reset" })])
+    expect(state.status).toBe("revoked")
+    // A reset at the very instant the session started does not revoke it.
+    const same = session.givenState(started).when(refresh(h0, h1, now, startedAt)).events
+    expect(same.map((e) => e.type)).toEqual(["token.refreshed"])
+  })
 
-  it.effect("an unknown refresh token is SessionNotFound", () =>
-    Effect.gen(function* () {
-      const error = yield* Effect.flip(
-        SessionDecider.decide(refresh(digest("never issued"), h1, at("2030-01-02T00:00:00Z")), started)
-      )
-      expect(error).toMatchObject({ _tag: "SessionNotFound", sessionId })
-      const none = yield* Effect.flip(
-        SessionDecider.decide(refresh(h0, h1, at("2030-01-02T00:00:00Z")), SessionDecider.initialState)
-      )
-      expect(none._tag).toBe("SessionNotFound")
-      const revokeNone = yield* Effect.flip(
-        SessionDecider.decide({ _tag: "Revoke", reason: "logout" }, SessionDecider.initialState)
-      )
-      expect(revokeNone._tag).toBe("SessionNotFound")
-    })
-  )
+  it("an unknown refresh token is SessionNotFound", () => {
+    session
+      .givenState(started)
+      .when(refresh(digest("never issued"), h1, at("2030-01-02T00:00:00Z")))
+      .thenFails({ _tag: "SessionNotFound", sessionId })
+    session.when(refresh(h0, h1, at("2030-01-02T00:00:00Z"))).thenFails("SessionNotFound")
+    session.when({ _tag: "Revoke", reason: "logout" }).thenFails("SessionNotFound")
+  })
 
-  it.effect("revoking twice decides nothing the second time", () =>
-    Effect.gen(function* () {
-      const first = yield* step(SessionDecider, started, { _tag: "Revoke", reason: "logout" })
-      expect(first.events).toEqual([SessionRevoked.make({ sessionId, userId, reason: "logout" })])
-      expect(first.state.status).toBe("revoked")
-      const second = yield* SessionDecider.decide({ _tag: "Revoke", reason: "logout" }, first.state)
-      expect(second).toEqual([])
-    })
-  )
+  it("revoking twice decides nothing the second time", () => {
+    const first = session.givenState(started).when({ _tag: "Revoke", reason: "logout" })
+    expect(first.events).toEqual([SessionRevoked.make({ sessionId, userId, reason: "logout" })])
+    expect(first.state.status).toBe("revoked")
+    const second = session.givenState(first.state).when({ _tag: "Revoke", reason: "logout" }).events
+    expect(second).toEqual([])
+  })
 })
 
 // --- API keys --------------------------------------------------------------------------------------
@@ -824,43 +727,35 @@ describe("ApiKeyDecider", () => {
     createdBy: admin
   } as const
 
-  it.effect("creates, revokes, and a second revoke is ApiKeyNotFound", () =>
-    Effect.gen(function* () {
-      const created = yield* step(ApiKeyDecider, ApiKeyDecider.initialState, create)
-      expect(created.events).toEqual([
-        ApiKeyCreated.make({
-          keyId,
-          name: "ci",
-          scopes: ["read:orders"],
-          keyHash: digest("sk_secret"),
-          keyLast4: "cret",
-          createdBy: admin
-        })
-      ])
-      expect(created.state).toEqual({ status: "active", keyId })
+  it("creates, revokes, and a second revoke is ApiKeyNotFound", () => {
+    const created = apiKey.when(create)
+    expect(created.events).toEqual([
+      ApiKeyCreated.make({
+        keyId,
+        name: "ci",
+        scopes: ["read:orders"],
+        keyHash: digest("sk_secret"),
+        keyLast4: "cret",
+        createdBy: admin
+      })
+    ])
+    expect(created.state).toEqual({ status: "active", keyId })
 
-      const revoked = yield* step(ApiKeyDecider, created.state, { _tag: "Revoke", revokedBy: admin })
-      expect(revoked.events).toEqual([ApiKeyRevoked.make({ keyId, revokedBy: admin })])
-      expect(revoked.state).toEqual({ status: "revoked", keyId })
+    const revoked = apiKey.givenState(created.state).when({ _tag: "Revoke", revokedBy: admin })
+    expect(revoked.events).toEqual([ApiKeyRevoked.make({ keyId, revokedBy: admin })])
+    expect(revoked.state).toEqual({ status: "revoked", keyId })
 
-      const again = yield* Effect.flip(
-        ApiKeyDecider.decide({ _tag: "Revoke", revokedBy: admin }, revoked.state)
-      )
-      expect(again).toMatchObject({ _tag: "ApiKeyNotFound", keyId })
-    })
-  )
+    apiKey
+      .givenState(revoked.state)
+      .when({ _tag: "Revoke", revokedBy: admin })
+      .thenFails({ _tag: "ApiKeyNotFound", keyId })
+  })
 
-  it.effect("revoking a key that never existed, or creating one twice, fails", () =>
-    Effect.gen(function* () {
-      const missing = yield* Effect.flip(
-        ApiKeyDecider.decide({ _tag: "Revoke", revokedBy: admin }, ApiKeyDecider.initialState)
-      )
-      expect(missing._tag).toBe("ApiKeyNotFound")
-      const state = fold(ApiKeyDecider, yield* ApiKeyDecider.decide(create, ApiKeyDecider.initialState))
-      const twice = yield* Effect.flip(ApiKeyDecider.decide(create, state))
-      expect(twice._tag).toBe("ApiKeyAlreadyExists")
-    })
-  )
+  it("revoking a key that never existed, or creating one twice, fails", () => {
+    apiKey.when({ _tag: "Revoke", revokedBy: admin }).thenFails("ApiKeyNotFound")
+    const state = fold(ApiKeyDecider, apiKey.when(create).events)
+    apiKey.givenState(state).when(create).thenFails("ApiKeyAlreadyExists")
+  })
 })
 
 // --- OAuth clients ---------------------------------------------------------------------------------
@@ -869,67 +764,58 @@ describe("OAuthClientDecider", () => {
   const clientId = "cli_01jd4x8m6ffq2b3n5r7t9v1w3e"
   const expiresAt = at("2030-01-01T02:00:00Z")
 
-  it.effect("creates, issues and revokes tokens, deletes; then issuing is OAuthClientNotFound", () =>
-    Effect.gen(function* () {
-      const created = yield* step(OAuthClientDecider, OAuthClientDecider.initialState, {
-        _tag: "Create",
+  it("creates, issues and revokes tokens, deletes; then issuing is OAuthClientNotFound", () => {
+    const created = oauthClient.when({
+      _tag: "Create",
+      clientId,
+      name: "erp",
+      scopes: ["read:orders", "write:orders"],
+      secretHash: digest("secret"),
+      createdBy: admin
+    })
+    expect(created.events).toEqual([
+      OAuthClientCreated.make({
         clientId,
         name: "erp",
         scopes: ["read:orders", "write:orders"],
         secretHash: digest("secret"),
         createdBy: admin
       })
-      expect(created.events).toEqual([
-        OAuthClientCreated.make({
-          clientId,
-          name: "erp",
-          scopes: ["read:orders", "write:orders"],
-          secretHash: digest("secret"),
-          createdBy: admin
-        })
-      ])
-      expect(created.state).toEqual({ status: "active", clientId, scopes: ["read:orders", "write:orders"] })
+    ])
+    expect(created.state).toEqual({ status: "active", clientId, scopes: ["read:orders", "write:orders"] })
 
-      const issue = { _tag: "IssueToken", tokenId: "tok-1", scopes: ["read:orders"], expiresAt } as const
-      const issued = yield* step(OAuthClientDecider, created.state, issue)
-      expect(issued.events).toEqual([
-        OAuthClientTokenIssued.make({ clientId, tokenId: "tok-1", scopes: ["read:orders"], expiresAt })
-      ])
-      expect(issued.state).toEqual(created.state)
+    const issue = { _tag: "IssueToken", tokenId: "tok-1", scopes: ["read:orders"], expiresAt } as const
+    const issued = oauthClient.givenState(created.state).when(issue)
+    expect(issued.events).toEqual([
+      OAuthClientTokenIssued.make({ clientId, tokenId: "tok-1", scopes: ["read:orders"], expiresAt })
+    ])
+    expect(issued.state).toEqual(created.state)
 
-      const revokedToken = yield* step(OAuthClientDecider, issued.state, {
-        _tag: "RevokeToken",
-        tokenId: "tok-1"
-      })
-      expect(revokedToken.events).toEqual([OAuthClientTokenRevoked.make({ clientId, tokenId: "tok-1" })])
-
-      const deleted = yield* step(OAuthClientDecider, revokedToken.state, {
-        _tag: "Delete",
-        deletedBy: admin
-      })
-      expect(deleted.events).toEqual([OAuthClientDeleted.make({ clientId, deletedBy: admin })])
-      expect(deleted.state.status).toBe("deleted")
-
-      const afterDelete = yield* Effect.flip(OAuthClientDecider.decide(issue, deleted.state))
-      expect(afterDelete).toMatchObject({ _tag: "OAuthClientNotFound", clientId })
-      const deleteAgain = yield* Effect.flip(
-        OAuthClientDecider.decide({ _tag: "Delete", deletedBy: admin }, deleted.state)
-      )
-      expect(deleteAgain._tag).toBe("OAuthClientNotFound")
+    const revokedToken = oauthClient.givenState(issued.state).when({
+      _tag: "RevokeToken",
+      tokenId: "tok-1"
     })
-  )
+    expect(revokedToken.events).toEqual([OAuthClientTokenRevoked.make({ clientId, tokenId: "tok-1" })])
 
-  it.effect("issuing for a client that never existed is OAuthClientNotFound", () =>
-    Effect.gen(function* () {
-      const error = yield* Effect.flip(
-        OAuthClientDecider.decide(
-          { _tag: "IssueToken", tokenId: "t", scopes: [], expiresAt },
-          OAuthClientDecider.initialState
-        )
-      )
-      expect(error._tag).toBe("OAuthClientNotFound")
+    const deleted = oauthClient.givenState(revokedToken.state).when({
+      _tag: "Delete",
+      deletedBy: admin
     })
-  )
+    expect(deleted.events).toEqual([OAuthClientDeleted.make({ clientId, deletedBy: admin })])
+    expect(deleted.state.status).toBe("deleted")
+
+    oauthClient.givenState(deleted.state).when(issue).thenFails({ _tag: "OAuthClientNotFound", clientId })
+    oauthClient
+      .givenState(deleted.state)
+      .when({ _tag: "Delete", deletedBy: admin })
+      .thenFails("OAuthClientNotFound")
+  })
+
+  it("issuing for a client that never existed is OAuthClientNotFound", () => {
+    oauthClient
+      .when({ _tag: "IssueToken", tokenId: "t", scopes: [], expiresAt })
+      .thenFails("OAuthClientNotFound")
+  })
 })
 
 // --- Revocations -----------------------------------------------------------------------------------

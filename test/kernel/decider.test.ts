@@ -1,43 +1,51 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Exit } from "effect"
+import { Effect, Either } from "effect"
 import { uuidv7FromMillis, uuidv7Millis } from "../../src/base/Uuid.js"
 import { fold } from "../../src/kernel/Decider.js"
 import * as Ids from "../../src/kernel/Ids.js"
 import * as Money from "../../src/kernel/Money.js"
+import { deciderSpec } from "../support/decider.js"
 import { AccountDecider, AccountDeposited, AccountOpened } from "../support/sample.js"
 
 describe("decider (pure, no database)", () => {
-  it.effect("decides and folds", () =>
-    Effect.gen(function* () {
-      const opened = yield* AccountDecider.decide(
-        { _tag: "Open", accountId: "a1", owner: "Ann", currency: "USD" },
-        AccountDecider.initialState
-      )
-      expect(opened).toEqual([AccountOpened.make({ accountId: "a1", owner: "Ann", currency: "USD" })])
-      const state = fold(AccountDecider, [...opened, AccountDeposited.make({ accountId: "a1", amount: 500 })])
-      expect(state).toEqual({ status: "open", accountId: "a1", owner: "Ann", balance: 500 })
-      const overdraw = yield* Effect.exit(
-        AccountDecider.decide({ _tag: "Withdraw", accountId: "a1", amount: 501 }, state)
-      )
-      expect(Exit.isFailure(overdraw)).toBe(true)
-      const again = yield* Effect.flip(
-        AccountDecider.decide({ _tag: "Open", accountId: "a1", owner: "Bob", currency: "USD" }, state)
-      )
-      expect(again._tag).toBe("AccountExists")
-    })
-  )
+  const account = deciderSpec(AccountDecider)
+  const opened = AccountOpened.make({ accountId: "a1", owner: "Ann", currency: "USD" })
 
-  it.effect("closing twice decides nothing the second time", () =>
-    Effect.gen(function* () {
-      const closed = fold(AccountDecider, [
-        AccountOpened.make({ accountId: "a", owner: "x", currency: "EUR" })
-      ])
-      const first = yield* AccountDecider.decide({ _tag: "Close", accountId: "a" }, closed)
-      expect(first.length).toBe(1)
-      const after = fold(AccountDecider, first, closed)
-      expect(yield* AccountDecider.decide({ _tag: "Close", accountId: "a" }, after)).toEqual([])
-    })
-  )
+  it("decides and folds", () => {
+    account.when({ _tag: "Open", accountId: "a1", owner: "Ann", currency: "USD" }).thenEvents([opened])
+    const state = fold(AccountDecider, [opened, AccountDeposited.make({ accountId: "a1", amount: 500 })])
+    expect(state).toEqual({ status: "open", accountId: "a1", owner: "Ann", balance: 500 })
+    account.givenState(state).when({ _tag: "Withdraw", accountId: "a1", amount: 501 }).thenFails()
+    account
+      .givenState(state)
+      .when({ _tag: "Open", accountId: "a1", owner: "Bob", currency: "USD" })
+      .thenFails("AccountExists")
+  })
+
+  it("the given/when/then helper fails a test whose outcome is not the expected one", () => {
+    const open = { _tag: "Open", accountId: "a1", owner: "Ann", currency: "USD" } as const
+    expect(() => account.when(open).thenFails()).toThrow(/succeeded/)
+    expect(() => account.given([opened]).when(open).thenEvents([opened])).toThrow(/AccountExists/)
+    expect(() => account.given([opened]).when(open).thenFails("AccountIsClosed")).toThrow()
+    expect(() => account.when(open).thenNothing()).toThrow()
+    expect(() => account.when(open).thenState(AccountDecider.initialState)).toThrow()
+    expect(
+      account
+        .given([opened])
+        .when(open)
+        .thenFails((e) => e._tag === "AccountExists")._tag
+    ).toBe("AccountExists")
+  })
+
+  it("closing twice decides nothing the second time", () => {
+    const closed = fold(AccountDecider, [AccountOpened.make({ accountId: "a", owner: "x", currency: "EUR" })])
+    const first = account.givenState(closed).when({ _tag: "Close", accountId: "a" }).events
+    expect(first.length).toBe(1)
+    account
+      .givenState(fold(AccountDecider, first, closed))
+      .when({ _tag: "Close", accountId: "a" })
+      .thenNothing()
+  })
 })
 
 describe("ids", () => {

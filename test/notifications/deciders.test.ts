@@ -5,10 +5,10 @@
  * property over random command sequences against a small model.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { Either } from "effect"
 import * as fc from "fast-check"
-import { type DomainEvent, shredded } from "../../src/eventstore/EventType.js"
-import { type Decider, fold } from "../../src/kernel/Decider.js"
+import { shredded } from "../../src/eventstore/EventType.js"
+import { fold } from "../../src/kernel/Decider.js"
 import * as Ids from "../../src/kernel/Ids.js"
 import { automaticNotificationId } from "../../src/notifications/automatic.js"
 import {
@@ -22,15 +22,12 @@ import {
 import { NotificationRequested } from "../../src/notifications/events.js"
 import { effectiveSettings } from "../../src/notifications/Notifications.js"
 import { MAX_SEND_ATTEMPTS, RETRY_WINDOW_MS, retryDelayMs } from "../../src/notifications/sender.js"
+import { deciderSpec } from "../support/decider.js"
 
-const decide = <C, E extends DomainEvent, S, Err>(decider: Decider<C, E, S, Err>, command: C, state: S) =>
-  Effect.runSync(Effect.either(decider.decide(command, state)))
-
-const run = (state: NotificationState, command: NotificationCommand): NotificationState => {
-  const result = decide(NotificationDecider, command, state)
-  if (Either.isLeft(result)) throw new Error(`unexpected ${result.left._tag}`)
-  return fold(NotificationDecider, result.right, state)
-}
+const notification = deciderSpec(NotificationDecider)
+const template = deciderSpec(TemplateDecider)
+const settings = deciderSpec(SettingsDecider)
+const run = notification.run
 
 const ID = "ntf_0000000000em5vv92qb8mxrkqn"
 
@@ -50,9 +47,7 @@ const pending = run(NotificationDecider.initialState, request)
 
 describe("notification requests", () => {
   it("a request makes a pending notification under its customer's key", () => {
-    const result = decide(NotificationDecider, request, NotificationDecider.initialState)
-    expect(Either.isRight(result)).toBe(true)
-    const events = Either.getOrThrow(result)
+    const events = notification.when(request).events
     expect(events.map((e) => e.type)).toEqual(["notification.requested"])
     const data = events[0]?.data
     expect(data).toMatchObject({ notificationId: ID, subjectId: request.customerId, channel: "email" })
@@ -63,24 +58,22 @@ describe("notification requests", () => {
 
   it("without a customer, the notification is its own subject", () => {
     const { customerId: _, ...anonymous } = request as Extract<NotificationCommand, { _tag: "Request" }>
-    const events = Either.getOrThrow(decide(NotificationDecider, anonymous, NotificationDecider.initialState))
+    const events = notification.when(anonymous).events
     expect(events[0]?.data).toMatchObject({ subjectId: ID })
   })
 
   it("a request whose metadata is over the limits is refused", () => {
     const metadata = Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, i]))
-    const result = decide(NotificationDecider, { ...request, metadata }, NotificationDecider.initialState)
-    expect(Either.isLeft(result) && result.left._tag).toBe("NotificationMetadataInvalid")
+    notification.when({ ...request, metadata }).thenFails("NotificationMetadataInvalid")
   })
 
   it("requesting the same id again adds nothing (replayed triggers)", () => {
-    expect(Either.getOrThrow(decide(NotificationDecider, request, pending))).toEqual([])
+    notification.givenState(pending).when(request).thenNothing()
   })
 
   it("every other command on an unknown notification is not found", () => {
     for (const command of [{ _tag: "Cancel" }, { _tag: "Update", metadata: {} }] as const) {
-      const result = decide(NotificationDecider, command, NotificationDecider.initialState)
-      expect(Either.isLeft(result) && result.left._tag).toBe("NotificationNotFound")
+      notification.when(command).thenFails("NotificationNotFound")
     }
   })
 
@@ -104,15 +97,14 @@ describe("notification requests", () => {
 describe("updates of a pending notification", () => {
   it("rescheduling records the new time; the same time again is no change", () => {
     const at = new Date("2030-01-01T00:00:00Z")
-    const events = Either.getOrThrow(
-      decide(NotificationDecider, { _tag: "Update", scheduledAt: at }, pending)
-    )
+    const events = notification.givenState(pending).when({ _tag: "Update", scheduledAt: at }).events
     expect(events.map((e) => e.type)).toEqual(["notification.rescheduled"])
     const scheduled = fold(NotificationDecider, events, pending)
     expect(scheduled.scheduledAt).toEqual(at)
-    expect(
-      Either.getOrThrow(decide(NotificationDecider, { _tag: "Update", scheduledAt: new Date(at) }, scheduled))
-    ).toEqual([])
+    notification
+      .givenState(scheduled)
+      .when({ _tag: "Update", scheduledAt: new Date(at) })
+      .thenNothing()
     const asap = run(scheduled, { _tag: "Update", scheduledAt: null })
     expect(asap.scheduledAt).toBeUndefined()
   })
@@ -125,8 +117,10 @@ describe("updates of a pending notification", () => {
 
   it("metadata over the limits is refused", () => {
     const tooMany = Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, i]))
-    const result = decide(NotificationDecider, { _tag: "Update", metadata: tooMany }, pending)
-    expect(Either.isLeft(result) && result.left._tag).toBe("NotificationMetadataInvalid")
+    notification
+      .givenState(pending)
+      .when({ _tag: "Update", metadata: tooMany })
+      .thenFails("NotificationMetadataInvalid")
   })
 })
 
@@ -145,8 +139,7 @@ describe("the status machine", () => {
   it("only a pending notification can be updated or cancelled (the 409s)", () => {
     for (const state of [sent, failed, cancelled]) {
       for (const command of [{ _tag: "Cancel" }, { _tag: "Update", metadata: { a: 1 } }] as const) {
-        const result = decide(NotificationDecider, command, state)
-        expect(Either.isLeft(result) && result.left).toMatchObject({
+        notification.givenState(state).when(command).thenFails({
           _tag: "NotificationNotPending",
           status: state.status
         })
@@ -173,8 +166,7 @@ describe("the status machine", () => {
       { _tag: "RecordAttempt", attempt: 2, error: "late", nextAttemptAt: new Date(0) }
     ]
     for (const state of [sent, failed, cancelled]) {
-      for (const command of late)
-        expect(Either.getOrThrow(decide(NotificationDecider, command, state))).toEqual([])
+      for (const command of late) notification.givenState(state).when(command).thenNothing()
     }
   })
 
@@ -206,7 +198,7 @@ describe("the status machine", () => {
         let state = pending
         let model: NotificationState["status"] = "pending"
         for (const c of commands) {
-          const result = decide(NotificationDecider, c, state)
+          const result = notification.givenState(state).when(c).result
           if (model !== "pending") {
             // Settled: changes are refused, outcomes dropped; the status never moves again.
             if (c._tag === "Cancel" || c._tag === "Update") expect(Either.isLeft(result)).toBe(true)
@@ -237,49 +229,39 @@ describe("templates and settings", () => {
   }
 
   it("a template is created, changed only when its content changes, and deleted once", () => {
-    const created = fold(
-      TemplateDecider,
-      Either.getOrThrow(decide(TemplateDecider, create, TemplateDecider.initialState))
-    )
+    const created = fold(TemplateDecider, template.when(create).events)
     expect(created.status).toBe("live")
     const { _tag, templateId: _, ...content } = create as Extract<TemplateCommand, { _tag: "Create" }>
-    expect(Either.getOrThrow(decide(TemplateDecider, { _tag: "Update", ...content }, created))).toEqual([])
-    const changed = Either.getOrThrow(
-      decide(TemplateDecider, { _tag: "Update", ...content, body: "Thank you" }, created)
-    )
+    template
+      .givenState(created)
+      .when({ _tag: "Update", ...content })
+      .thenNothing()
+    const changed = template
+      .givenState(created)
+      .when({ _tag: "Update", ...content, body: "Thank you" }).events
     expect(changed.map((e) => e.type)).toEqual(["notification_template.updated"])
     const deleted = fold(
       TemplateDecider,
-      Either.getOrThrow(decide(TemplateDecider, { _tag: "Delete" }, created)),
+      template.givenState(created).when({ _tag: "Delete" }).events,
       created
     )
-    const again = decide(TemplateDecider, { _tag: "Delete" }, deleted)
-    expect(Either.isLeft(again) && again.left._tag).toBe("TemplateNotFound")
+    template.givenState(deleted).when({ _tag: "Delete" }).thenFails("TemplateNotFound")
   })
 
   it("settings record only the triggers that changed", () => {
     const email = { enabled: true, channels: ["email" as const], templateId: null }
-    const first = Either.getOrThrow(
-      decide(
-        SettingsDecider,
-        { _tag: "Change", events: { "order.shipped": { ...email, channels: ["email", "sms"] } } },
-        SettingsDecider.initialState
-      )
-    )
+    const first = settings.when({
+      _tag: "Change",
+      events: { "order.shipped": { ...email, channels: ["email", "sms"] } }
+    }).events
     const state = fold(SettingsDecider, first)
-    const second = Either.getOrThrow(
-      decide(
-        SettingsDecider,
-        {
-          _tag: "Change",
-          events: {
-            "order.shipped": { ...email, channels: ["email", "sms"] },
-            "order.delivered": { ...email, enabled: false }
-          }
-        },
-        state
-      )
-    )
+    const second = settings.givenState(state).when({
+      _tag: "Change",
+      events: {
+        "order.shipped": { ...email, channels: ["email", "sms"] },
+        "order.delivered": { ...email, enabled: false }
+      }
+    }).events
     expect(second.map((e) => Object.keys(e.data.events))).toEqual([["order.delivered"]])
   })
 

@@ -61,7 +61,7 @@ describe("webhook delivery", () => {
               status: "pending",
               email: "a@example.com",
               total: 4999,
-              currency: "usd",
+              currency: "USD",
               createdAt: "2026-01-01T00:00:00.000Z"
             }
             const event = yield* publish("order.created", data)
