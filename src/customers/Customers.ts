@@ -11,7 +11,7 @@ import { EventStore } from "../eventstore/EventStore.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
 import { BadRequest, Conflict, Forbidden, NotFound, orDieUnlessHttp } from "../http/errors.js"
 import { parseSort } from "../http/Lists.js"
-import { IdentityPort, type UserEvents, userEmailHolders } from "../identity/index.js"
+import { IdentityPort, userEmailHolders } from "../identity/index.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import type { MetadataPatch } from "../kernel/Metadata.js"
@@ -147,10 +147,6 @@ export const makeCustomers = Effect.gen(function* () {
       runner.execute(CustomerDecider, customerStream(customerId), command, { metadata })
     )
 
-  /** After the commit: what the user commands revoked or changed, applied to identity's caches. */
-  const afterUserEvents = (userId: string | undefined, events: UserEvents) =>
-    userId === undefined ? Effect.void : identity.afterCommit(userId, events)
-
   const list = (actor: AuthenticatedActor, input: ListInput) => {
     const query: CustomerListQuery = {
       page: input.page,
@@ -227,15 +223,13 @@ export const makeCustomers = Effect.gen(function* () {
       }
       const now = yield* Time.now
       const metadata = yield* commandMetadata(actor)
-      const { userId, userEvents } = yield* transact(
+      yield* transact(
         Effect.gen(function* () {
           if (patch.email !== undefined) yield* ensureEmailFree(patch.email, customerId)
           const result = yield* execute(customerId, { _tag: "Update", changes }, actor)
           const state = result.state
           const userId = state.userId
-          const userEvents: Array<UserEvents[number]> = []
-          if (userId === undefined || result.events.length === 0) return { userId, userEvents }
-          const followed = (events: UserEvents) => void userEvents.push(...events)
+          if (userId === undefined || result.events.length === 0) return
           // The login follows the record: same email and name (the decider drops what is unchanged).
           if (result.events.some((e) => e.type === "customer.updated")) {
             const profile = {
@@ -243,13 +237,12 @@ export const makeCustomers = Effect.gen(function* () {
               ...(state.firstName === null ? {} : { firstName: state.firstName }),
               ...(state.lastName === null ? {} : { lastName: state.lastName })
             }
-            followed(yield* identity.followProfile(userId, profile, metadata))
+            yield* identity.followProfile(userId, profile, metadata)
           }
           if (result.events.some((e) => e.type === "customer.deactivated"))
-            followed(yield* identity.deactivate(userId, now, metadata))
+            yield* identity.deactivate(userId, now, metadata)
           if (result.events.some((e) => e.type === "customer.reactivated"))
-            followed(yield* identity.reactivate(userId, metadata))
-          return { userId, userEvents }
+            yield* identity.reactivate(userId, metadata)
         })
       ).pipe(
         Effect.catchTags({
@@ -258,7 +251,6 @@ export const makeCustomers = Effect.gen(function* () {
         }),
         Effect.catchIf(isUniqueViolation, () => Effect.fail(emailTaken))
       )
-      yield* afterUserEvents(userId, userEvents)
       return yield* view(customerId)
     }).pipe(orDieUnlessHttp)
 
@@ -328,19 +320,16 @@ export const makeCustomers = Effect.gen(function* () {
       const customerId = yield* resolve(actor, id)
       const now = yield* Time.now
       const metadata = yield* commandMetadata(actor)
-      const { userId, userEvents } = yield* transact(
+      yield* transact(
         Effect.gen(function* () {
           const result = yield* execute(customerId, { _tag: "Erase" }, actor)
           const userId = result.state.userId
-          const userEvents: UserEvents =
-            userId === undefined ? [] : yield* identity.erase(userId, now, metadata)
+          if (userId !== undefined) yield* identity.erase(userId, now, metadata)
           // Keys last: a failure before this point rolls back with nothing forgotten.
           yield* store.forgetSubject(customerId)
           if (userId !== undefined) yield* identity.forgetKey(userId)
-          return { userId, userEvents }
         })
       ).pipe(Effect.catchTag("CustomerNotFound", () => Effect.fail(notFound)))
-      yield* afterUserEvents(userId, userEvents)
     }).pipe(orDieUnlessHttp)
 
   return { list, get, create, update, addAddress, removeAddress, tag, erase }

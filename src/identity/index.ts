@@ -29,11 +29,10 @@ export interface FollowedProfile {
 }
 
 /**
- * Commands on a user account for other contexts (a shopper's login follows their customer record).
- * Each joins the caller's transaction; `afterCommit` then applies what they revoked or changed to
- * this process's caches.
+ * A user command for another context (a shopper's login follows their customer record): on the
+ * user `userId`, in the caller's transaction; what it revoked or changed reaches this process's
+ * caches once that transaction commits.
  */
-/** A user command for another context: on the user `userId`, in the caller's transaction. */
 export type UserCommandPort<Args extends ReadonlyArray<unknown>> = (
   userId: string,
   ...args: Args
@@ -49,8 +48,6 @@ export interface IdentityPortShape {
   readonly erase: UserCommandPort<[now: Date, metadata: EventMetadata]>
   /** Destroys the user's data key (crypto-shredding): their personal fields read back as `Shredded`. */
   readonly forgetKey: (userId: string) => Effect.Effect<void, SqlError>
-  /** After the caller's commit: what those events revoked or changed, applied to this process's caches. */
-  readonly afterCommit: (userId: string, events: UserEvents) => Effect.Effect<void>
 }
 
 export class IdentityPort extends Context.Tag("identity/IdentityPort")<IdentityPort, IdentityPortShape>() {}

@@ -1,5 +1,6 @@
 /** Identity's port (`IdentityPort` in `index.ts`): user commands other contexts run in their transaction. */
 import { Effect, Layer } from "effect"
+import { afterCommit } from "../db/Transaction.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import { EventStore } from "../eventstore/EventStore.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
@@ -15,8 +16,22 @@ export const IdentityPortLive = Layer.effect(
     const store = yield* EventStore
     const revocations = yield* Revocations
     const profiles = yield* ProfileCache
+    /**
+     * The command in the caller's transaction; once that commits, what it revoked or changed is
+     * applied to this process's caches (other processes poll for it).
+     */
     const run = (userId: string, command: UserCommand, metadata: EventMetadata) =>
-      Effect.map(runner.execute(UserDecider, userStream(userId), command, { metadata }), (r) => r.events)
+      Effect.gen(function* () {
+        const { events } = yield* runner.execute(UserDecider, userStream(userId), command, { metadata })
+        const first = events[0]
+        if (first !== undefined) {
+          yield* afterCommit(
+            `identity-caches:${first.eventId}`,
+            Effect.zipRight(revocations.recordEvents(events), profiles.forget(userId))
+          )
+        }
+        return events
+      })
     return IdentityPort.of({
       followProfile: (userId, profile, metadata) =>
         run(
@@ -32,9 +47,7 @@ export const IdentityPortLive = Layer.effect(
       deactivate: (userId, now, metadata) => run(userId, { _tag: "Deactivate", now }, metadata),
       reactivate: (userId, metadata) => run(userId, { _tag: "Reactivate" }, metadata),
       erase: (userId, now, metadata) => run(userId, { _tag: "Erase", now }, metadata),
-      forgetKey: (userId) => Effect.asVoid(store.forgetSubject(userId)),
-      afterCommit: (userId, events) =>
-        Effect.zipRight(revocations.recordEvents(events), profiles.forget(userId))
+      forgetKey: (userId) => Effect.asVoid(store.forgetSubject(userId))
     })
   })
 )
