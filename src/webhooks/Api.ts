@@ -8,8 +8,9 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { ApiBase } from "../http/ApiBase.js"
-import { Authentication, RequiredScope } from "../http/Auth.js"
-import { Conflict, Forbidden, NotFound } from "../http/errors.js"
+import { Authentication } from "../http/Auth.js"
+import { byId, scoped } from "../http/Endpoints.js"
+import { Conflict, NotFound } from "../http/errors.js"
 import { Instant } from "../http/Fields.js"
 import { ListOf, PageParams, V1List, V1ListParams } from "../http/Lists.js"
 import { Metadata } from "../kernel/Metadata.js"
@@ -184,7 +185,6 @@ export const DeliveryListParams = Schema.Struct({
   )
 })
 
-const IdPath = Schema.Struct({ id: Schema.String })
 const DeliveryPath = Schema.Struct({ id: Schema.String, delivery_id: Schema.String })
 
 // --- Endpoints ---------------------------------------------------------------------------------------
@@ -199,27 +199,22 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
     HttpApiEndpoint.get("list", "/webhook")
       .setUrlParams(PageParams)
       .addSuccess(ListOf(WebhookSummary, "WebhookList"))
-      .addError(Forbidden)
-      .annotate(RequiredScope, "read:webhooks")
+      .pipe(scoped("read:webhooks"))
       .annotate(OpenApi.Summary, "List webhook endpoints, oldest first (no secret, no metadata)")
       .annotate(OpenApi.Description, "`page` ≥ 1, `display` 1–100 (default 20).")
   )
   .add(
     HttpApiEndpoint.get("get", "/webhook/:id")
-      .setPath(IdPath)
       .addSuccess(Webhook)
-      .addError(Forbidden)
-      .addError(NotFound)
-      .annotate(RequiredScope, "read:webhooks")
+      .pipe(scoped("read:webhooks"), byId)
       .annotate(OpenApi.Summary, "A webhook endpoint with its health (never its secret)")
   )
   .add(
     HttpApiEndpoint.post("create", "/webhook")
       .setPayload(NewWebhook)
       .addSuccess(WebhookWithSecret, { status: 201 })
-      .addError(Forbidden)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:webhooks")
+      .pipe(scoped("write:webhooks"))
       .annotate(
         OpenApi.Summary,
         "Register a webhook endpoint; the answer holds its signing secret, shown once"
@@ -232,13 +227,10 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   )
   .add(
     HttpApiEndpoint.put("update", "/webhook/:id")
-      .setPath(IdPath)
       .setPayload(WebhookPatch)
       .addSuccess(Webhook)
-      .addError(Forbidden)
-      .addError(NotFound)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:webhooks")
+      .pipe(scoped("write:webhooks"), byId)
       .annotate(OpenApi.Summary, "Change a webhook's url, events, metadata or status")
       .annotate(
         OpenApi.Description,
@@ -249,23 +241,17 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   )
   .add(
     HttpApiEndpoint.del("remove", "/webhook/:id")
-      .setPath(IdPath)
       .addSuccess(HttpApiSchema.NoContent)
-      .addError(Forbidden)
-      .addError(NotFound)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:webhooks")
+      .pipe(scoped("write:webhooks"), byId)
       .annotate(OpenApi.Summary, "Delete a webhook endpoint: no more deliveries, its secret is destroyed")
   )
   .add(
     HttpApiEndpoint.post("rotateSecret", "/webhook/:id/rotate-secret")
-      .setPath(IdPath)
       .setUrlParams(RotateParams)
       .addSuccess(SecretRotation)
-      .addError(Forbidden)
-      .addError(NotFound)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:webhooks")
+      .pipe(scoped("write:webhooks"), byId)
       .annotate(OpenApi.Summary, "Rotate the signing secret; the previous one stays valid 24 hours")
       .annotate(
         OpenApi.Description,
@@ -276,12 +262,9 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   )
   .add(
     HttpApiEndpoint.post("test", "/webhook/:id/test")
-      .setPath(IdPath)
       .setPayload(TestRequest)
       .addSuccess(TestDelivery)
-      .addError(Forbidden)
-      .addError(NotFound)
-      .annotate(RequiredScope, "write:webhooks")
+      .pipe(scoped("write:webhooks"), byId)
       .annotate(OpenApi.Summary, "Send a sample event of a type to the endpoint, once, now")
       .annotate(
         OpenApi.Description,
@@ -292,12 +275,9 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   )
   .add(
     HttpApiEndpoint.get("deliveries", "/webhook/:id/deliveries")
-      .setPath(IdPath)
       .setUrlParams(DeliveryListParams)
       .addSuccess(ListOf(Delivery, "WebhookDeliveryList"))
-      .addError(Forbidden)
-      .addError(NotFound)
-      .annotate(RequiredScope, "read:webhooks")
+      .pipe(scoped("read:webhooks"), byId)
       .annotate(OpenApi.Summary, "The endpoint's delivery log, newest first, with every attempt")
       .annotate(
         OpenApi.Description,
@@ -308,10 +288,9 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
     HttpApiEndpoint.post("redeliver", "/webhook/:id/deliveries/:delivery_id/redeliver")
       .setPath(DeliveryPath)
       .addSuccess(Delivery, { status: 202 })
-      .addError(Forbidden)
       .addError(NotFound)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:webhooks")
+      .pipe(scoped("write:webhooks"))
       .annotate(OpenApi.Summary, "Queue one more attempt of a delivery (same delivery id)")
       .annotate(
         OpenApi.Description,
@@ -320,13 +299,10 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   )
   .add(
     HttpApiEndpoint.post("recover", "/webhook/:id/recover")
-      .setPath(IdPath)
       .setPayload(RecoverRequest)
       .addSuccess(Recovery, { status: 202 })
-      .addError(Forbidden)
-      .addError(NotFound)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:webhooks")
+      .pipe(scoped("write:webhooks"), byId)
       .annotate(OpenApi.Summary, "Queue again every failed delivery created since a time")
       .annotate(
         OpenApi.Description,
@@ -342,9 +318,8 @@ export class V1WebhooksApi extends HttpApiGroup.make("v1Webhooks")
     HttpApiEndpoint.post("create", "/v1/webhooks")
       .setPayload(NewWebhook)
       .addSuccess(V1WebhookEndpointWithSecret, { status: 201 })
-      .addError(Forbidden)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:webhooks")
+      .pipe(scoped("write:webhooks"))
       .annotate(
         OpenApi.Summary,
         "Create a webhook endpoint (the registry of /webhook); the secret is shown once"
@@ -355,8 +330,7 @@ export class V1WebhooksApi extends HttpApiGroup.make("v1Webhooks")
     HttpApiEndpoint.get("list", "/v1/webhooks")
       .setUrlParams(V1ListParams)
       .addSuccess(V1List(V1WebhookEndpoint, "V1WebhookEndpointList"))
-      .addError(Forbidden)
-      .annotate(RequiredScope, "read:webhooks")
+      .pipe(scoped("read:webhooks"))
       .annotate(OpenApi.Summary, "List webhook endpoints, newest first")
       .annotate(
         OpenApi.Description,
@@ -366,21 +340,15 @@ export class V1WebhooksApi extends HttpApiGroup.make("v1Webhooks")
   )
   .add(
     HttpApiEndpoint.get("get", "/v1/webhooks/:id")
-      .setPath(IdPath)
       .addSuccess(V1WebhookEndpoint)
-      .addError(Forbidden)
-      .addError(NotFound)
-      .annotate(RequiredScope, "read:webhooks")
+      .pipe(scoped("read:webhooks"), byId)
       .annotate(OpenApi.Summary, "A webhook endpoint (never its secret)")
   )
   .add(
     HttpApiEndpoint.del("remove", "/v1/webhooks/:id")
-      .setPath(IdPath)
       .addSuccess(V1DeletedWebhookEndpoint)
-      .addError(Forbidden)
-      .addError(NotFound)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:webhooks")
+      .pipe(scoped("write:webhooks"), byId)
       .annotate(OpenApi.Summary, "Delete a webhook endpoint")
   )
   .middleware(Authentication)
