@@ -44,6 +44,13 @@ export type AccountCommand =
   | { readonly _tag: "Withdraw"; readonly accountId: string; readonly amount: number }
   | { readonly _tag: "Close"; readonly accountId: string }
 
+/** The command that opens account `accountId` for `owner` (in US dollars unless told). */
+export const openAccount = (
+  accountId: string,
+  owner: string,
+  currency = "USD"
+): Extract<AccountCommand, { readonly _tag: "Open" }> => ({ _tag: "Open", accountId, owner, currency })
+
 export interface AccountState {
   readonly status: "none" | "open" | "closed"
   readonly accountId: string
