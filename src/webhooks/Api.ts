@@ -15,7 +15,7 @@ import { Instant } from "../http/Fields.js"
 import { ListOf, PageParams, V1List, V1ListParams } from "../http/Lists.js"
 import { Metadata } from "../kernel/Metadata.js"
 import { WEBHOOK_EVENT_TYPES } from "./catalogue.js"
-import { WebhookStatus } from "./events.js"
+import { attemptFields, WebhookStatus } from "./events.js"
 
 export const DELIVERY_STATUSES = ["pending", "succeeded", "failed"] as const
 const SETTABLE_STATUSES = ["active", "failing", "disabled"] as const
@@ -76,22 +76,9 @@ export const TestDelivery = Schema.Struct({
   eventId: Schema.String
 }).annotations({ identifier: "WebhookTestResult" })
 
-export const DeliveryAttempt = Schema.Struct({
-  attempt: Schema.Int,
-  /** `auto` (scheduled) or `manual` (redeliver, recover). */
-  trigger: Schema.Literal("auto", "manual"),
-  attemptedAt: Schema.Date,
-  succeeded: Schema.Boolean,
-  statusCode: Schema.NullOr(Schema.Int),
-  durationMs: Schema.Int,
-  /** `http`, `redirect`, `timeout`, `connect`, `dns`, `tls` or `blocked_ip`. */
-  errorClass: Schema.NullOr(Schema.String),
-  error: Schema.NullOr(Schema.String),
-  /** The start of the response body (at most 2048 characters). */
-  responseExcerpt: Schema.NullOr(Schema.String),
-  /** When the next attempt was scheduled, after a failure. */
-  nextAttemptAt: Schema.NullOr(Schema.Date)
-}).annotations({ identifier: "WebhookDeliveryAttempt" })
+export const DeliveryAttempt = Schema.Struct(attemptFields).annotations({
+  identifier: "WebhookDeliveryAttempt"
+})
 
 export const Delivery = Schema.Struct({
   id: Schema.String,
