@@ -163,13 +163,7 @@ layer(RpcTestHttp, { excludeTestServices: true, timeout: 60_000 })("/rpc", (it) 
 
       const follower = yield* Effect.fork(stream({ after: tail, follow: true, followSeconds: 20, limit: 1 }))
       yield* Effect.sleep("300 millis")
-      const store = yield* EventStore
-      yield* store.append({
-        streamId: "acct-1",
-        streamType: "account",
-        expectedVersion: "any",
-        events: [newEvent(AccountDeposited, { accountId: "acct-1", amount: 7 })]
-      })
+      yield* appendDeposits("acct-1", [7])
       const t1 = yield* Clock.currentTimeMillis
       const got = yield* Fiber.join(follower)
       expect((yield* Clock.currentTimeMillis) - t1).toBeLessThan(5_000)
