@@ -6,8 +6,9 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { ApiBase } from "../http/ApiBase.js"
-import { Authentication, RequiredScope, StaffOnly } from "../http/Auth.js"
-import { Conflict, Forbidden, NotFound } from "../http/errors.js"
+import { Authentication, StaffOnly } from "../http/Auth.js"
+import { byId, scoped } from "../http/Endpoints.js"
+import { Conflict, NotFound } from "../http/errors.js"
 import { Instant, Text } from "../http/Fields.js"
 import { ListOf, PageParams, SortParam } from "../http/Lists.js"
 import { EmailSchema } from "../kernel/Email.js"
@@ -163,8 +164,6 @@ const NewTags = Schema.Struct({
   tags: TagList.pipe(Schema.minItems(1, { message: () => "tags must name at least one tag" }))
 })
 
-const CustomerPath = Schema.Struct({ id: Schema.String })
-
 // --- Endpoints ---------------------------------------------------------------------------------------
 
 const ME = "A shopper may use their own id or `me`; another customer's id answers 404."
@@ -174,8 +173,7 @@ export class CustomersApi extends HttpApiGroup.make("customers")
     HttpApiEndpoint.get("list", "/user")
       .setUrlParams(CustomerListParams)
       .addSuccess(ListOf(CustomerSummary, "CustomerList"))
-      .addError(Forbidden)
-      .annotate(RequiredScope, "read:customers")
+      .pipe(scoped("read:customers"))
       .annotate(OpenApi.Summary, "List customers (reduced shape), filtered, searched and sorted")
       .annotate(
         OpenApi.Description,
@@ -189,9 +187,8 @@ export class CustomersApi extends HttpApiGroup.make("customers")
     HttpApiEndpoint.post("create", "/user")
       .setPayload(NewCustomer)
       .addSuccess(CreatedCustomer, { status: 201 })
-      .addError(Forbidden)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:customers")
+      .pipe(scoped("write:customers"))
       .annotate(StaffOnly, true)
       .annotate(OpenApi.Summary, "Create a customer record (without a login); a used email → 409")
       .annotate(
@@ -202,23 +199,17 @@ export class CustomersApi extends HttpApiGroup.make("customers")
   )
   .add(
     HttpApiEndpoint.get("get", "/user/:id")
-      .setPath(CustomerPath)
       .addSuccess(Customer)
-      .addError(Forbidden)
-      .addError(NotFound)
-      .annotate(RequiredScope, "read:customers")
+      .pipe(scoped("read:customers"), byId)
       .annotate(OpenApi.Summary, "A customer with addresses, tags, metadata and order totals")
       .annotate(OpenApi.Description, ME)
   )
   .add(
     HttpApiEndpoint.put("update", "/user/:id")
-      .setPath(CustomerPath)
       .setPayload(CustomerPatch)
       .addSuccess(Customer)
-      .addError(Forbidden)
-      .addError(NotFound)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:customers")
+      .pipe(scoped("write:customers"), byId)
       .annotate(
         OpenApi.Summary,
         "Change any of email, names, phone, metadata, tags, active; returns the customer"
@@ -234,11 +225,8 @@ export class CustomersApi extends HttpApiGroup.make("customers")
   )
   .add(
     HttpApiEndpoint.del("erase", "/user/:id")
-      .setPath(CustomerPath)
       .addSuccess(HttpApiSchema.NoContent)
-      .addError(Forbidden)
-      .addError(NotFound)
-      .annotate(RequiredScope, "write:customers")
+      .pipe(scoped("write:customers"), byId)
       .annotate(StaffOnly, true)
       .annotate(OpenApi.Summary, "Erase a customer permanently (crypto-shredding); prefer `active: false`")
       .annotate(
@@ -250,13 +238,10 @@ export class CustomersApi extends HttpApiGroup.make("customers")
   )
   .add(
     HttpApiEndpoint.post("addAddress", "/user/:id/address")
-      .setPath(CustomerPath)
       .setPayload(NewAddress)
       .addSuccess(Address, { status: 201 })
-      .addError(Forbidden)
-      .addError(NotFound)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:customers")
+      .pipe(scoped("write:customers"), byId)
       .annotate(
         OpenApi.Summary,
         "Add an address; the first one (or one sent with isDefault) becomes the default"
@@ -270,9 +255,8 @@ export class CustomersApi extends HttpApiGroup.make("customers")
     HttpApiEndpoint.del("removeAddress", "/user/:id/address/:address_id")
       .setPath(Schema.Struct({ id: Schema.String, address_id: Schema.String }))
       .addSuccess(HttpApiSchema.NoContent)
-      .addError(Forbidden)
       .addError(NotFound)
-      .annotate(RequiredScope, "write:customers")
+      .pipe(scoped("write:customers"))
       .annotate(
         OpenApi.Summary,
         "Remove an address; when it was the default, the oldest remaining one takes over"
@@ -281,12 +265,9 @@ export class CustomersApi extends HttpApiGroup.make("customers")
   )
   .add(
     HttpApiEndpoint.post("tag", "/user/:id/tag")
-      .setPath(CustomerPath)
       .setPayload(NewTags)
       .addSuccess(Customer)
-      .addError(Forbidden)
-      .addError(NotFound)
-      .annotate(RequiredScope, "write:customers")
+      .pipe(scoped("write:customers"), byId)
       .annotate(StaffOnly, true)
       .annotate(OpenApi.Summary, "Add tags (set union, order kept); returns the customer")
   )

@@ -3,6 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import type { Sort } from "../http/Lists.js"
 import { normalizeEmail } from "../kernel/Email.js"
+import type { NewAddress } from "./decider.js"
 import { ADDRESSES, CUSTOMERS } from "./projection.js"
 
 export const SORT_FIELDS = ["createdAt", "totalSpent", "orderCount", "email", "lastName"] as const
@@ -33,14 +34,9 @@ export interface CustomerSummaryRow {
   readonly createdAt: Date
 }
 
-export interface AddressRow {
+/** A customer's address as the read model holds it: the address given, its id and whether it is the default. */
+export interface AddressRow extends NewAddress {
   readonly id: string
-  readonly label: string | null
-  readonly line1: string
-  readonly city: string
-  readonly state: string | null
-  readonly postalCode: string | null
-  readonly country: string
   readonly isDefault: boolean
 }
 

@@ -6,7 +6,8 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { ApiBase } from "../http/ApiBase.js"
-import { Authentication, RequiredScope } from "../http/Auth.js"
+import { Authentication } from "../http/Auth.js"
+import { byId, scoped } from "../http/Endpoints.js"
 import { Conflict, Forbidden, NotFound, TooManyRequests, Unauthorized } from "../http/errors.js"
 import { Text } from "../http/Fields.js"
 import { ListOf, PageParams } from "../http/Lists.js"
@@ -185,25 +186,20 @@ export class ApiKeysApi extends HttpApiGroup.make("apikeys")
     HttpApiEndpoint.post("create", "/apikey")
       .setPayload(Schema.Struct({ name: Name("name"), scopes: ScopeList }))
       .addSuccess(ApiKey, { status: 201 })
-      .addError(Forbidden)
-      .annotate(RequiredScope, "write:apikeys")
+      .pipe(scoped("write:apikeys"))
       .annotate(OpenApi.Summary, "Create an API key (scopes ⊆ the caller's); `key` is shown only here")
   )
   .add(
     HttpApiEndpoint.get("list", "/apikey")
       .setUrlParams(PageParams)
       .addSuccess(ListOf(ApiKey, "ApiKeyList"))
-      .addError(Forbidden)
-      .annotate(RequiredScope, "read:apikeys")
+      .pipe(scoped("read:apikeys"))
       .annotate(OpenApi.Summary, "List live API keys (without their secrets)")
   )
   .add(
     HttpApiEndpoint.del("revoke", "/apikey/:id")
-      .setPath(Schema.Struct({ id: Schema.String }))
       .addSuccess(HttpApiSchema.NoContent)
-      .addError(Forbidden)
-      .addError(NotFound)
-      .annotate(RequiredScope, "write:apikeys")
+      .pipe(scoped("write:apikeys"), byId)
       .annotate(OpenApi.Summary, "Revoke an API key: it stops working at once")
   )
   .middleware(Authentication)
@@ -216,8 +212,7 @@ export class OAuthClientsApi extends HttpApiGroup.make("oauthClients")
     HttpApiEndpoint.post("create", "/oauth/clients")
       .setPayload(Schema.Struct({ name: Name("name"), scopes: Schema.optional(ScopeList) }))
       .addSuccess(OAuthClient, { status: 201 })
-      .addError(Forbidden)
-      .annotate(RequiredScope, "admin")
+      .pipe(scoped("admin"))
       .annotate(
         OpenApi.Summary,
         "Register a client for the client credentials grant (scopes default to admin); the secret is shown only here"
@@ -227,17 +222,13 @@ export class OAuthClientsApi extends HttpApiGroup.make("oauthClients")
     HttpApiEndpoint.get("list", "/oauth/clients")
       .setUrlParams(PageParams)
       .addSuccess(ListOf(OAuthClient, "OAuthClientList"))
-      .addError(Forbidden)
-      .annotate(RequiredScope, "admin")
+      .pipe(scoped("admin"))
       .annotate(OpenApi.Summary, "List OAuth clients (without their secrets)")
   )
   .add(
     HttpApiEndpoint.del("remove", "/oauth/clients/:id")
-      .setPath(Schema.Struct({ id: Schema.String }))
       .addSuccess(HttpApiSchema.NoContent)
-      .addError(Forbidden)
-      .addError(NotFound)
-      .annotate(RequiredScope, "admin")
+      .pipe(scoped("admin"), byId)
       .annotate(OpenApi.Summary, "Delete an OAuth client: its tokens are revoked")
   )
   .middleware(Authentication)

@@ -6,8 +6,9 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { ApiBase } from "../http/ApiBase.js"
-import { Authentication, RequiredScope } from "../http/Auth.js"
-import { Conflict, Forbidden, NotFound } from "../http/errors.js"
+import { Authentication } from "../http/Auth.js"
+import { byId, scoped } from "../http/Endpoints.js"
+import { Conflict, NotFound } from "../http/errors.js"
 import { Instant, Text } from "../http/Fields.js"
 import { ListOf, PageParams, SortParam } from "../http/Lists.js"
 import { Metadata } from "../kernel/Metadata.js"
@@ -179,8 +180,6 @@ export const TemplatePatch = Schema.Struct({
   body: Schema.optional(Schema.String)
 })
 
-const IdPath = Schema.Struct({ id: Schema.String })
-
 // --- Endpoints ---------------------------------------------------------------------------------------
 
 const PENDING_ONLY = "Only a pending notification can be changed (else 409 `notification_not_pending`)."
@@ -190,8 +189,7 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
     HttpApiEndpoint.get("list", "/notification")
       .setUrlParams(NotificationListParams)
       .addSuccess(ListOf(NotificationSummary, "NotificationList"))
-      .addError(Forbidden)
-      .annotate(RequiredScope, "read:notifications")
+      .pipe(scoped("read:notifications"))
       .annotate(OpenApi.Summary, "List notifications, filtered and sorted")
       .annotate(
         OpenApi.Description,
@@ -204,20 +202,16 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
   )
   .add(
     HttpApiEndpoint.get("get", "/notification/:id")
-      .setPath(IdPath)
       .addSuccess(Notification)
-      .addError(Forbidden)
-      .addError(NotFound)
-      .annotate(RequiredScope, "read:notifications")
+      .pipe(scoped("read:notifications"), byId)
       .annotate(OpenApi.Summary, "A notification with its delivery state")
   )
   .add(
     HttpApiEndpoint.post("create", "/notification")
       .setPayload(NewNotification)
       .addSuccess(Notification, { status: 201 })
-      .addError(Forbidden)
       .addError(NotFound)
-      .annotate(RequiredScope, "write:notifications")
+      .pipe(scoped("write:notifications"))
       .annotate(OpenApi.Summary, "Send (or schedule) a notification")
       .annotate(
         OpenApi.Description,
@@ -232,13 +226,10 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
   )
   .add(
     HttpApiEndpoint.put("update", "/notification/:id")
-      .setPath(IdPath)
       .setPayload(NotificationPatch)
       .addSuccess(Notification)
-      .addError(Forbidden)
-      .addError(NotFound)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:notifications")
+      .pipe(scoped("write:notifications"), byId)
       .annotate(OpenApi.Summary, "Change a pending notification's metadata or scheduledAt")
       .annotate(
         OpenApi.Description,
@@ -248,12 +239,9 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
   )
   .add(
     HttpApiEndpoint.del("cancel", "/notification/:id")
-      .setPath(IdPath)
       .addSuccess(Notification)
-      .addError(Forbidden)
-      .addError(NotFound)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:notifications")
+      .pipe(scoped("write:notifications"), byId)
       .annotate(OpenApi.Summary, "Cancel a pending notification (status `cancelled`)")
       .annotate(
         OpenApi.Description,
@@ -262,14 +250,11 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
   )
   .add(
     HttpApiEndpoint.post("resend", "/notification/:id/resend")
-      .setPath(IdPath)
       // Every field is optional, so no body at all is fine too.
       .setPayload(Schema.NullOr(ResendRequest))
       .addSuccess(Notification, { status: 201 })
-      .addError(Forbidden)
-      .addError(NotFound)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:notifications")
+      .pipe(scoped("write:notifications"), byId)
       .annotate(OpenApi.Summary, "Send a notification again as a new pending one with parentId")
       .annotate(
         OpenApi.Description,
@@ -283,16 +268,14 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
   .add(
     HttpApiEndpoint.get("getSettings", "/notification/settings")
       .addSuccess(Settings)
-      .addError(Forbidden)
-      .annotate(RequiredScope, "read:notifications")
+      .pipe(scoped("read:notifications"))
       .annotate(OpenApi.Summary, "Which trigger events send automatic notifications, on which channels")
   )
   .add(
     HttpApiEndpoint.post("changeSettings", "/notification/settings")
       .setPayload(SettingsPatch)
       .addSuccess(Settings)
-      .addError(Forbidden)
-      .annotate(RequiredScope, "write:notifications")
+      .pipe(scoped("write:notifications"))
       .annotate(OpenApi.Summary, "Configure automatic notifications (merged); returns the full settings")
       .annotate(
         OpenApi.Description,
@@ -306,16 +289,14 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
     HttpApiEndpoint.get("listTemplates", "/notification/template")
       .setUrlParams(Schema.Struct({ channel: Schema.optional(Channel) }))
       .addSuccess(Schema.Array(Template))
-      .addError(Forbidden)
-      .annotate(RequiredScope, "read:notifications")
+      .pipe(scoped("read:notifications"))
       .annotate(OpenApi.Summary, "Built-in and custom templates")
   )
   .add(
     HttpApiEndpoint.post("createTemplate", "/notification/template")
       .setPayload(NewTemplate)
       .addSuccess(Template, { status: 201 })
-      .addError(Forbidden)
-      .annotate(RequiredScope, "write:notifications")
+      .pipe(scoped("write:notifications"))
       .annotate(OpenApi.Summary, "Create a Liquid template (validated on save)")
       .annotate(
         OpenApi.Description,
@@ -327,32 +308,23 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
   )
   .add(
     HttpApiEndpoint.get("getTemplate", "/notification/template/:id")
-      .setPath(IdPath)
       .addSuccess(Template)
-      .addError(Forbidden)
-      .addError(NotFound)
-      .annotate(RequiredScope, "read:notifications")
+      .pipe(scoped("read:notifications"), byId)
       .annotate(OpenApi.Summary, "A template (built-in or custom)")
   )
   .add(
     HttpApiEndpoint.put("updateTemplate", "/notification/template/:id")
-      .setPath(IdPath)
       .setPayload(TemplatePatch)
       .addSuccess(Template)
-      .addError(Forbidden)
-      .addError(NotFound)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:notifications")
+      .pipe(scoped("write:notifications"), byId)
       .annotate(OpenApi.Summary, "Change a custom template (validated); built-in ones → 409")
   )
   .add(
     HttpApiEndpoint.del("deleteTemplate", "/notification/template/:id")
-      .setPath(IdPath)
       .addSuccess(HttpApiSchema.NoContent)
-      .addError(Forbidden)
-      .addError(NotFound)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:notifications")
+      .pipe(scoped("write:notifications"), byId)
       .annotate(
         OpenApi.Summary,
         "Delete a custom template; one that settings or pending notifications use, or a built-in one → 409"

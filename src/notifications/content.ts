@@ -40,34 +40,35 @@ export interface ResolvedTemplate extends TemplateParts {
   readonly builtIn: boolean
 }
 
+/** A template, built-in or a custom row, as the sender uses it (no subject or title where it has none). */
+const resolved = (
+  template: {
+    readonly id: string
+    readonly channel: Channel
+    readonly body: string
+    readonly subject?: string | null | undefined
+    readonly title?: string | null | undefined
+  },
+  builtIn: boolean
+): ResolvedTemplate => ({
+  id: template.id,
+  channel: template.channel,
+  builtIn,
+  body: template.body,
+  ...(template.subject == null ? {} : { subject: template.subject }),
+  ...(template.title == null ? {} : { title: template.title })
+})
+
 /** A built-in template by its fixed id, or a custom one from the read model. */
 export const resolveTemplate = (
   templateId: string
 ): Effect.Effect<Option.Option<ResolvedTemplate>, SqlError, SqlClient.SqlClient> => {
   const builtIn = Option.getOrUndefined(findBuiltInTemplate(templateId))
-  if (builtIn !== undefined) {
-    return Effect.succeed(
-      Option.some({
-        id: builtIn.id,
-        channel: builtIn.channel,
-        builtIn: true,
-        body: builtIn.body,
-        ...(builtIn.subject === undefined ? {} : { subject: builtIn.subject }),
-        ...(builtIn.title === undefined ? {} : { title: builtIn.title })
-      })
-    )
-  }
+  if (builtIn !== undefined) return Effect.succeed(Option.some(resolved(builtIn, true)))
   if (!Ids.isValid("tpl", templateId)) return Effect.succeed(Option.none())
   return Effect.map(
     findTemplate(templateId),
-    Option.map((row) => ({
-      id: row.id,
-      channel: row.channel,
-      builtIn: false,
-      body: row.body,
-      ...(row.subject === null ? {} : { subject: row.subject }),
-      ...(row.title === null ? {} : { title: row.title })
-    }))
+    Option.map((row) => resolved(row, false))
   )
 }
 

@@ -8,13 +8,14 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { ApiBase } from "../http/ApiBase.js"
-import { Authentication, RequiredScope } from "../http/Auth.js"
-import { Conflict, Forbidden, NotFound } from "../http/errors.js"
+import { Authentication } from "../http/Auth.js"
+import { byId, scoped } from "../http/Endpoints.js"
+import { Conflict, NotFound } from "../http/errors.js"
 import { Instant } from "../http/Fields.js"
 import { ListOf, PageParams, V1List, V1ListParams } from "../http/Lists.js"
 import { Metadata } from "../kernel/Metadata.js"
 import { WEBHOOK_EVENT_TYPES } from "./catalogue.js"
-import { WebhookStatus } from "./events.js"
+import { attemptFields, WebhookStatus } from "./events.js"
 
 export const DELIVERY_STATUSES = ["pending", "succeeded", "failed"] as const
 const SETTABLE_STATUSES = ["active", "failing", "disabled"] as const
@@ -75,22 +76,9 @@ export const TestDelivery = Schema.Struct({
   eventId: Schema.String
 }).annotations({ identifier: "WebhookTestResult" })
 
-export const DeliveryAttempt = Schema.Struct({
-  attempt: Schema.Int,
-  /** `auto` (scheduled) or `manual` (redeliver, recover). */
-  trigger: Schema.Literal("auto", "manual"),
-  attemptedAt: Schema.Date,
-  succeeded: Schema.Boolean,
-  statusCode: Schema.NullOr(Schema.Int),
-  durationMs: Schema.Int,
-  /** `http`, `redirect`, `timeout`, `connect`, `dns`, `tls` or `blocked_ip`. */
-  errorClass: Schema.NullOr(Schema.String),
-  error: Schema.NullOr(Schema.String),
-  /** The start of the response body (at most 2048 characters). */
-  responseExcerpt: Schema.NullOr(Schema.String),
-  /** When the next attempt was scheduled, after a failure. */
-  nextAttemptAt: Schema.NullOr(Schema.Date)
-}).annotations({ identifier: "WebhookDeliveryAttempt" })
+export const DeliveryAttempt = Schema.Struct(attemptFields).annotations({
+  identifier: "WebhookDeliveryAttempt"
+})
 
 export const Delivery = Schema.Struct({
   id: Schema.String,
@@ -184,7 +172,6 @@ export const DeliveryListParams = Schema.Struct({
   )
 })
 
-const IdPath = Schema.Struct({ id: Schema.String })
 const DeliveryPath = Schema.Struct({ id: Schema.String, delivery_id: Schema.String })
 
 // --- Endpoints ---------------------------------------------------------------------------------------
@@ -199,27 +186,22 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
     HttpApiEndpoint.get("list", "/webhook")
       .setUrlParams(PageParams)
       .addSuccess(ListOf(WebhookSummary, "WebhookList"))
-      .addError(Forbidden)
-      .annotate(RequiredScope, "read:webhooks")
+      .pipe(scoped("read:webhooks"))
       .annotate(OpenApi.Summary, "List webhook endpoints, oldest first (no secret, no metadata)")
       .annotate(OpenApi.Description, "`page` ≥ 1, `display` 1–100 (default 20).")
   )
   .add(
     HttpApiEndpoint.get("get", "/webhook/:id")
-      .setPath(IdPath)
       .addSuccess(Webhook)
-      .addError(Forbidden)
-      .addError(NotFound)
-      .annotate(RequiredScope, "read:webhooks")
+      .pipe(scoped("read:webhooks"), byId)
       .annotate(OpenApi.Summary, "A webhook endpoint with its health (never its secret)")
   )
   .add(
     HttpApiEndpoint.post("create", "/webhook")
       .setPayload(NewWebhook)
       .addSuccess(WebhookWithSecret, { status: 201 })
-      .addError(Forbidden)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:webhooks")
+      .pipe(scoped("write:webhooks"))
       .annotate(
         OpenApi.Summary,
         "Register a webhook endpoint; the answer holds its signing secret, shown once"
@@ -232,13 +214,10 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   )
   .add(
     HttpApiEndpoint.put("update", "/webhook/:id")
-      .setPath(IdPath)
       .setPayload(WebhookPatch)
       .addSuccess(Webhook)
-      .addError(Forbidden)
-      .addError(NotFound)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:webhooks")
+      .pipe(scoped("write:webhooks"), byId)
       .annotate(OpenApi.Summary, "Change a webhook's url, events, metadata or status")
       .annotate(
         OpenApi.Description,
@@ -249,23 +228,17 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   )
   .add(
     HttpApiEndpoint.del("remove", "/webhook/:id")
-      .setPath(IdPath)
       .addSuccess(HttpApiSchema.NoContent)
-      .addError(Forbidden)
-      .addError(NotFound)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:webhooks")
+      .pipe(scoped("write:webhooks"), byId)
       .annotate(OpenApi.Summary, "Delete a webhook endpoint: no more deliveries, its secret is destroyed")
   )
   .add(
     HttpApiEndpoint.post("rotateSecret", "/webhook/:id/rotate-secret")
-      .setPath(IdPath)
       .setUrlParams(RotateParams)
       .addSuccess(SecretRotation)
-      .addError(Forbidden)
-      .addError(NotFound)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:webhooks")
+      .pipe(scoped("write:webhooks"), byId)
       .annotate(OpenApi.Summary, "Rotate the signing secret; the previous one stays valid 24 hours")
       .annotate(
         OpenApi.Description,
@@ -276,12 +249,9 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   )
   .add(
     HttpApiEndpoint.post("test", "/webhook/:id/test")
-      .setPath(IdPath)
       .setPayload(TestRequest)
       .addSuccess(TestDelivery)
-      .addError(Forbidden)
-      .addError(NotFound)
-      .annotate(RequiredScope, "write:webhooks")
+      .pipe(scoped("write:webhooks"), byId)
       .annotate(OpenApi.Summary, "Send a sample event of a type to the endpoint, once, now")
       .annotate(
         OpenApi.Description,
@@ -292,12 +262,9 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   )
   .add(
     HttpApiEndpoint.get("deliveries", "/webhook/:id/deliveries")
-      .setPath(IdPath)
       .setUrlParams(DeliveryListParams)
       .addSuccess(ListOf(Delivery, "WebhookDeliveryList"))
-      .addError(Forbidden)
-      .addError(NotFound)
-      .annotate(RequiredScope, "read:webhooks")
+      .pipe(scoped("read:webhooks"), byId)
       .annotate(OpenApi.Summary, "The endpoint's delivery log, newest first, with every attempt")
       .annotate(
         OpenApi.Description,
@@ -308,10 +275,9 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
     HttpApiEndpoint.post("redeliver", "/webhook/:id/deliveries/:delivery_id/redeliver")
       .setPath(DeliveryPath)
       .addSuccess(Delivery, { status: 202 })
-      .addError(Forbidden)
       .addError(NotFound)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:webhooks")
+      .pipe(scoped("write:webhooks"))
       .annotate(OpenApi.Summary, "Queue one more attempt of a delivery (same delivery id)")
       .annotate(
         OpenApi.Description,
@@ -320,13 +286,10 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   )
   .add(
     HttpApiEndpoint.post("recover", "/webhook/:id/recover")
-      .setPath(IdPath)
       .setPayload(RecoverRequest)
       .addSuccess(Recovery, { status: 202 })
-      .addError(Forbidden)
-      .addError(NotFound)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:webhooks")
+      .pipe(scoped("write:webhooks"), byId)
       .annotate(OpenApi.Summary, "Queue again every failed delivery created since a time")
       .annotate(
         OpenApi.Description,
@@ -342,9 +305,8 @@ export class V1WebhooksApi extends HttpApiGroup.make("v1Webhooks")
     HttpApiEndpoint.post("create", "/v1/webhooks")
       .setPayload(NewWebhook)
       .addSuccess(V1WebhookEndpointWithSecret, { status: 201 })
-      .addError(Forbidden)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:webhooks")
+      .pipe(scoped("write:webhooks"))
       .annotate(
         OpenApi.Summary,
         "Create a webhook endpoint (the registry of /webhook); the secret is shown once"
@@ -355,8 +317,7 @@ export class V1WebhooksApi extends HttpApiGroup.make("v1Webhooks")
     HttpApiEndpoint.get("list", "/v1/webhooks")
       .setUrlParams(V1ListParams)
       .addSuccess(V1List(V1WebhookEndpoint, "V1WebhookEndpointList"))
-      .addError(Forbidden)
-      .annotate(RequiredScope, "read:webhooks")
+      .pipe(scoped("read:webhooks"))
       .annotate(OpenApi.Summary, "List webhook endpoints, newest first")
       .annotate(
         OpenApi.Description,
@@ -366,21 +327,15 @@ export class V1WebhooksApi extends HttpApiGroup.make("v1Webhooks")
   )
   .add(
     HttpApiEndpoint.get("get", "/v1/webhooks/:id")
-      .setPath(IdPath)
       .addSuccess(V1WebhookEndpoint)
-      .addError(Forbidden)
-      .addError(NotFound)
-      .annotate(RequiredScope, "read:webhooks")
+      .pipe(scoped("read:webhooks"), byId)
       .annotate(OpenApi.Summary, "A webhook endpoint (never its secret)")
   )
   .add(
     HttpApiEndpoint.del("remove", "/v1/webhooks/:id")
-      .setPath(IdPath)
       .addSuccess(V1DeletedWebhookEndpoint)
-      .addError(Forbidden)
-      .addError(NotFound)
       .addError(Conflict)
-      .annotate(RequiredScope, "write:webhooks")
+      .pipe(scoped("write:webhooks"), byId)
       .annotate(OpenApi.Summary, "Delete a webhook endpoint")
   )
   .middleware(Authentication)

@@ -7,7 +7,7 @@ import { revealOr } from "../eventstore/EventType.js"
 import { defineDecider } from "../kernel/Decider.js"
 import { applyMetadataPatch, type Metadata, type MetadataPatch, metadataProblem } from "../kernel/Metadata.js"
 import {
-  type AttemptTrigger,
+  type Attempt,
   DeliveryAbandoned,
   DeliveryAttempted,
   DeliveryCreated,
@@ -359,15 +359,8 @@ const initialDelivery: DeliveryState = {
   manual: false
 }
 
-export interface AttemptOutcome {
-  readonly trigger: AttemptTrigger
-  readonly attemptedAt: Date
-  readonly succeeded: boolean
-  readonly statusCode: number | null
-  readonly durationMs: number
-  readonly errorClass: string | null
-  readonly error: string | null
-  readonly responseExcerpt: string | null
+/** An attempt as the sender reports it: the decider numbers it. */
+export interface AttemptOutcome extends Omit<Attempt, "attempt" | "nextAttemptAt"> {
   /** Undefined: no further attempt (success, the 7th failure, a manual attempt, 410). */
   readonly nextAttemptAt: Date | undefined
 }

@@ -101,26 +101,32 @@ export const DeliveryCreated = defineEvent("webhook_delivery.created", {
   })
 })
 
+/** `auto` (scheduled) or `manual` (redeliver, recover). */
 export const AttemptTrigger = Schema.Literal("auto", "manual")
 export type AttemptTrigger = typeof AttemptTrigger.Type
 
+/** One HTTP attempt of a delivery, as its event records it and the delivery log shows it. */
+export const attemptFields = {
+  /** 1-based over the delivery's life (manual attempts included). */
+  attempt: Schema.Int,
+  trigger: AttemptTrigger,
+  attemptedAt: Schema.Date,
+  succeeded: Schema.Boolean,
+  statusCode: Schema.NullOr(Schema.Int),
+  durationMs: Schema.Int,
+  /** `http`, `redirect`, `timeout`, `connect`, `dns`, `tls` or `blocked_ip`. */
+  errorClass: Schema.NullOr(Schema.String),
+  error: Schema.NullOr(Schema.String),
+  /** The start of the response body (at most 2048 characters). */
+  responseExcerpt: Schema.NullOr(Schema.String),
+  /** When the next attempt was scheduled, after a failure. */
+  nextAttemptAt: Schema.NullOr(Schema.Date)
+}
+export type Attempt = Schema.Struct.Type<typeof attemptFields>
+
 /** One HTTP attempt and what it led to: success, another attempt at `nextAttemptAt`, or the end. */
 export const DeliveryAttempted = defineEvent("webhook_delivery.attempted", {
-  schema: Schema.Struct({
-    deliveryId: Schema.String,
-    webhookId: Schema.String,
-    /** 1-based over the delivery's life (manual attempts included). */
-    attempt: Schema.Int,
-    trigger: AttemptTrigger,
-    attemptedAt: Schema.Date,
-    succeeded: Schema.Boolean,
-    statusCode: Schema.NullOr(Schema.Int),
-    durationMs: Schema.Int,
-    errorClass: Schema.NullOr(Schema.String),
-    error: Schema.NullOr(Schema.String),
-    responseExcerpt: Schema.NullOr(Schema.String),
-    nextAttemptAt: Schema.NullOr(Schema.Date)
-  })
+  schema: Schema.Struct({ deliveryId: Schema.String, webhookId: Schema.String, ...attemptFields })
 })
 
 /** Staff asked for it again (`redeliver` or `recover`): one more attempt, same delivery id. */

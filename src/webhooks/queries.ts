@@ -2,7 +2,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import type { DeliveryStatus } from "./decider.js"
-import type { WebhookStatus } from "./events.js"
+import type { Attempt, WebhookStatus } from "./events.js"
 import { ATTEMPTS, DELIVERIES, ENDPOINTS } from "./projection.js"
 
 export interface WebhookRow {
@@ -62,18 +62,8 @@ export const liveEndpoints = Effect.flatMap(
     ORDER BY webhook_id`
 )
 
-export interface AttemptRow {
-  readonly attempt: number
-  readonly trigger: "auto" | "manual"
-  readonly attemptedAt: Date
-  readonly succeeded: boolean
-  readonly statusCode: number | null
-  readonly durationMs: number
-  readonly errorClass: string | null
-  readonly error: string | null
-  readonly responseExcerpt: string | null
-  readonly nextAttemptAt: Date | null
-}
+/** An attempt of the delivery log: what its `webhook_delivery.attempted` event recorded. */
+export type AttemptRow = Attempt
 
 export interface DeliveryRow {
   readonly id: string

@@ -15,33 +15,19 @@ import { type EventLogItem, exportEventLog, parseEventLogRequest } from "../../s
 import { makeSink, openSink, parseExportArgs } from "../../src/audit/Export.js"
 import { AppConfig, makeAppConfig } from "../../src/config.js"
 import * as Checkpoint from "../../src/eventstore/Checkpoint.js"
-import { EventStore, newEvent } from "../../src/eventstore/EventStore.js"
+import { EventStore } from "../../src/eventstore/EventStore.js"
 import { PersistenceLive } from "../../src/eventstore/layers.js"
 import { scopedDatabaseUrl, TestPersistence } from "../support/database.js"
-import { AccountDeposited, AccountOpened } from "../support/sample.js"
+import { appendDeposits, appendOpened } from "../support/sample.js"
 import { runScript } from "../support/scripts.js"
 
 const seed = Effect.gen(function* () {
   const store = yield* EventStore
-  const open = (id: string, owner: string) =>
-    store.append({
-      streamId: id,
-      streamType: "account",
-      expectedVersion: "no_stream",
-      events: [newEvent(AccountOpened, { accountId: id, owner, currency: "EUR" })]
-    })
-  const deposit = (id: string, amount: number) =>
-    store.append({
-      streamId: id,
-      streamType: "account",
-      expectedVersion: "any",
-      events: [newEvent(AccountDeposited, { accountId: id, amount })]
-    })
-  yield* open("x-1", "Ada")
-  yield* deposit("x-1", 1)
-  yield* open("x-2", "Grace")
-  yield* deposit("x-2", 2)
-  yield* deposit("x-1", 3)
+  yield* appendOpened("x-1", "Ada")
+  yield* appendDeposits("x-1", [1])
+  yield* appendOpened("x-2", "Grace")
+  yield* appendDeposits("x-2", [2])
+  yield* appendDeposits("x-1", [3])
   yield* store.forgetSubject("x-2")
 })
 

@@ -13,12 +13,8 @@ import { CustomersProjection } from "../../src/customers/projection.js"
 import { IdentityProjection } from "../../src/identity/projection.js"
 import { rebuildProjection } from "../../src/processors/Rebuild.js"
 import { adminToken, createCustomer, getCustomer, registeredShopper } from "../support/customers.js"
+import { rowsOf } from "../support/database.js"
 import { call, IdentityHttp, PASSWORD, uniqueEmail } from "../support/identity.js"
-
-const rowsOf = (table: string, key: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql`SELECT * FROM ${sql(table)} ORDER BY ${sql(key)}`.pipe(Effect.map((rows) => rows))
-  )
 
 const customersTables = Effect.all({
   customers: rowsOf("customers.customers", "customer_id"),

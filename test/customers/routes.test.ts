@@ -7,7 +7,14 @@ import { layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { expect } from "vitest"
 import * as Ids from "../../src/kernel/Ids.js"
-import { adminToken, createCustomer, getCustomer, listCustomers, uniqueTag } from "../support/customers.js"
+import {
+  adminToken,
+  createCustomer,
+  getCustomer,
+  listCustomers,
+  NEW_RECORD,
+  uniqueTag
+} from "../support/customers.js"
 import {
   adminLogin,
   call,
@@ -58,13 +65,7 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("customers 
         email,
         firstName: "Grace",
         lastName: "Hopper",
-        phone: null,
-        metadata: {},
-        addresses: [],
-        orderCount: 0,
-        totalSpent: 0,
-        tags: [],
-        active: true,
+        ...NEW_RECORD,
         hasAccount: false,
         createdAt: r.body.createdAt,
         updatedAt: r.body.createdAt

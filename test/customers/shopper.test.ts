@@ -12,6 +12,7 @@ import {
   createCustomer,
   getCustomer,
   listCustomers,
+  NEW_RECORD,
   registeredShopper
 } from "../support/customers.js"
 import { adminLogin, call, expectError, IdentityHttp, PASSWORD, uniqueEmail } from "../support/identity.js"
@@ -31,13 +32,7 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("shoppers o
         email: shopper.email,
         firstName: "Ann",
         lastName: "Lee",
-        phone: null,
-        metadata: {},
-        addresses: [],
-        orderCount: 0,
-        totalSpent: 0,
-        tags: [],
-        active: true,
+        ...NEW_RECORD,
         hasAccount: true
       })
       expect((yield* call("GET", `/user/${shopper.customerId}`, { token })).body).toEqual(me.body)

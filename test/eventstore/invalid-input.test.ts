@@ -8,7 +8,12 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { layer } from "@effect/vitest"
 import { Effect, Option, Schema } from "effect"
 import { expect } from "vitest"
-import { EventStore, type NewEvent } from "../../src/eventstore/EventStore.js"
+import {
+  type AppendInput,
+  EventStore,
+  type ExpectedVersion,
+  type NewEvent
+} from "../../src/eventstore/EventStore.js"
 import { defineEvent, Personal } from "../../src/eventstore/EventType.js"
 import { TestPersistence } from "../support/database.js"
 
@@ -29,6 +34,12 @@ const placed = (id: string, total = 100): NewEvent => ({
   eventType: Placed,
   data: { orderId: id, total, currency: "EUR" }
 })
+/** An append to order stream `streamId`. */
+const orderAppend = (
+  streamId: string,
+  expectedVersion: ExpectedVersion,
+  events: ReadonlyArray<NewEvent>
+): AppendInput => ({ streamId, streamType: "order", expectedVersion, events })
 /** Data that does not match the schema, as it could arrive from an untyped caller. */
 const malformed = (data: unknown): NewEvent => ({ eventType: Placed, data })
 
@@ -41,6 +52,16 @@ const counts = Effect.gen(function* () {
   return row
 })
 
+/** An append the store must refuse: its error, once the store is seen unchanged (no event, stream or key). */
+const refused = (input: AppendInput) =>
+  Effect.gen(function* () {
+    const store = yield* EventStore
+    const before = yield* counts
+    const error = yield* Effect.flip(store.append(input))
+    expect(yield* counts).toEqual(before)
+    return error
+  })
+
 const sqlState = (error: SqlError): unknown => (error.cause as { code?: unknown } | undefined)?.code
 
 layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("EventStore bad input", (it) => {
@@ -52,12 +73,7 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("EventSto
       expect(error).toMatchObject({ _tag: "StreamNotFound", streamId: id })
       expect(error.message).toContain(id)
       // An existing stream read past its end is empty, not missing.
-      yield* store.append({
-        streamId: id,
-        streamType: "order",
-        expectedVersion: "no_stream",
-        events: [placed(id)]
-      })
+      yield* store.append(orderAppend(id, "no_stream", [placed(id)]))
       expect(yield* store.readStream(id, { fromVersion: 5 })).toEqual([])
     })
   )
@@ -77,21 +93,12 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("EventSto
         'quote"d',
         "back\\slash"
       ]) {
-        const error = yield* Effect.flip(
-          store.append({ streamId, streamType: "order", expectedVersion: "any", events: [placed("o")] })
-        )
+        const error = yield* Effect.flip(store.append(orderAppend(streamId, "any", [placed("o")])))
         expect(error).toMatchObject({ _tag: "InvalidStreamId", streamId })
       }
       // The longest valid id is fine.
       const longest = "x".repeat(200)
-      expect(
-        (yield* store.append({
-          streamId: longest,
-          streamType: "order",
-          expectedVersion: "any",
-          events: [placed("o")]
-        })).version
-      ).toBe(1)
+      expect((yield* store.append(orderAppend(longest, "any", [placed("o")]))).version).toBe(1)
       const after = yield* counts
       expect(after).toEqual({
         ...before,
@@ -105,12 +112,7 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("EventSto
     Effect.gen(function* () {
       const store = yield* EventStore
       const id = orderId()
-      yield* store.append({
-        streamId: id,
-        streamType: "order",
-        expectedVersion: "no_stream",
-        events: [placed(id)]
-      })
+      yield* store.append(orderAppend(id, "no_stream", [placed(id)]))
       const before = yield* counts
       const bad: ReadonlyArray<unknown> = [
         { orderId: id, total: -1, currency: "EUR" },
@@ -123,9 +125,7 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("EventSto
       ]
       for (const data of bad) {
         for (const expectedVersion of [1, "any"] as const) {
-          const error = yield* Effect.flip(
-            store.append({ streamId: id, streamType: "order", expectedVersion, events: [malformed(data)] })
-          )
+          const error = yield* Effect.flip(store.append(orderAppend(id, expectedVersion, [malformed(data)])))
           expect(error).toMatchObject({ _tag: "InvalidEventPayload", eventType: "order.placed" })
           expect(error.message.length).toBeGreaterThan(0)
         }
@@ -140,44 +140,29 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("EventSto
     Effect.gen(function* () {
       const store = yield* EventStore
       const id = orderId()
-      const before = yield* counts
-      const error = yield* Effect.flip(
-        store.append({
-          streamId: id,
-          streamType: "order",
-          expectedVersion: "no_stream",
-          events: [
-            placed(id, 1),
-            placed(id, 2),
-            malformed({ orderId: id, total: -3, currency: "EUR" }),
-            placed(id, 4)
-          ]
-        })
+      const error = yield* refused(
+        orderAppend(id, "no_stream", [
+          placed(id, 1),
+          placed(id, 2),
+          malformed({ orderId: id, total: -3, currency: "EUR" }),
+          placed(id, 4)
+        ])
       )
       expect(error._tag).toBe("InvalidEventPayload")
-      expect(yield* counts).toEqual(before)
       expect((yield* Effect.flip(store.readStream(id)))._tag).toBe("StreamNotFound")
     })
   )
 
   it.effect("a malformed event after personal data writes neither events nor a subject key", () =>
     Effect.gen(function* () {
-      const store = yield* EventStore
       const id = orderId()
-      const before = yield* counts
-      const error = yield* Effect.flip(
-        store.append({
-          streamId: id,
-          streamType: "order",
-          expectedVersion: "no_stream",
-          events: [
-            { eventType: Noted, data: { customerId: `customer-${randomUUID()}`, note: "call after 6pm" } },
-            malformed({ orderId: id })
-          ]
-        })
+      const error = yield* refused(
+        orderAppend(id, "no_stream", [
+          { eventType: Noted, data: { customerId: `customer-${randomUUID()}`, note: "call after 6pm" } },
+          malformed({ orderId: id })
+        ])
       )
       expect(error._tag).toBe("InvalidEventPayload")
-      expect(yield* counts).toEqual(before)
     })
   )
 
@@ -186,47 +171,27 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("EventSto
       const store = yield* EventStore
       const a = orderId()
       const eventId = randomUUID()
-      yield* store.append({
-        streamId: a,
-        streamType: "order",
-        expectedVersion: "no_stream",
-        events: [{ ...placed(a), id: eventId }]
-      })
+      yield* store.append(orderAppend(a, "no_stream", [{ ...placed(a), id: eventId }]))
       const before = yield* counts
 
       // Same id again on the same stream (as a retried command would do).
-      const again = yield* Effect.flip(
-        store.append({
-          streamId: a,
-          streamType: "order",
-          expectedVersion: 1,
-          events: [{ ...placed(a), id: eventId }]
-        })
-      )
+      const again = yield* Effect.flip(store.append(orderAppend(a, 1, [{ ...placed(a), id: eventId }])))
       expect(again).toMatchObject({ _tag: "DuplicateEvent", streamId: a })
       // Same id on a new stream: the stream is not created either.
       const b = orderId()
       const other = yield* Effect.flip(
-        store.append({
-          streamId: b,
-          streamType: "order",
-          expectedVersion: "no_stream",
-          events: [placed(b), { ...placed(b), id: eventId }]
-        })
+        store.append(orderAppend(b, "no_stream", [placed(b), { ...placed(b), id: eventId }]))
       )
       expect(other).toMatchObject({ _tag: "DuplicateEvent", streamId: b })
       // Twice within one batch.
       const twice = randomUUID()
       const inBatch = yield* Effect.flip(
-        store.append({
-          streamId: a,
-          streamType: "order",
-          expectedVersion: "any",
-          events: [
+        store.append(
+          orderAppend(a, "any", [
             { ...placed(a), id: twice },
             { ...placed(a), id: twice }
-          ]
-        })
+          ])
+        )
       )
       expect(inBatch._tag).toBe("DuplicateEvent")
 
@@ -235,28 +200,17 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("EventSto
       const info = yield* store.streamInfo(a)
       expect(Option.map(info, (i) => i.version)).toEqual(Option.some(1))
       // The stream is still appendable after the failures.
-      expect(
-        (yield* store.append({ streamId: a, streamType: "order", expectedVersion: 1, events: [placed(a)] }))
-          .version
-      ).toBe(2)
+      expect((yield* store.append(orderAppend(a, 1, [placed(a)]))).version).toBe(2)
     })
   )
 
   it.effect("an event id that is not a UUID fails with InvalidEventPayload and writes nothing", () =>
     Effect.gen(function* () {
-      const store = yield* EventStore
       const id = orderId()
-      const before = yield* counts
-      const error = yield* Effect.flip(
-        store.append({
-          streamId: id,
-          streamType: "order",
-          expectedVersion: "no_stream",
-          events: [placed(id), { ...placed(id), id: "not-a-uuid" }]
-        })
+      const error = yield* refused(
+        orderAppend(id, "no_stream", [placed(id), { ...placed(id), id: "not-a-uuid" }])
       )
       expect(error).toMatchObject({ _tag: "InvalidEventPayload", eventType: "order.placed" })
-      expect(yield* counts).toEqual(before)
     })
   )
 
@@ -267,14 +221,10 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("EventSto
         const store = yield* EventStore
         const before = yield* counts
         const id = orderId()
-        const empty = yield* Effect.flip(
-          store.append({ streamId: id, streamType: "order", expectedVersion: "any", events: [] })
-        )
+        const empty = yield* Effect.flip(store.append(orderAppend(id, "any", [])))
         expect(empty._tag).toBe("InvalidAppend")
         for (const expectedVersion of [-1, -3, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
-          const error = yield* Effect.flip(
-            store.append({ streamId: id, streamType: "order", expectedVersion, events: [placed(id)] })
-          )
+          const error = yield* Effect.flip(store.append(orderAppend(id, expectedVersion, [placed(id)])))
           expect(error._tag).toBe("InvalidAppend")
         }
         expect(yield* counts).toEqual(before)
@@ -286,12 +236,7 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("EventSto
       const sql = yield* SqlClient.SqlClient
       const store = yield* EventStore
       const id = orderId()
-      const r = yield* store.append({
-        streamId: id,
-        streamType: "order",
-        expectedVersion: "no_stream",
-        events: [placed(id, 7)]
-      })
+      const r = yield* store.append(orderAppend(id, "no_stream", [placed(id, 7)]))
       const statements = [
         sql`UPDATE event_store.events SET data = '{"total": 0}'::jsonb WHERE stream_id = ${id}`,
         sql`UPDATE event_store.events SET event_type = 'order.cancelled'`,

@@ -71,6 +71,16 @@ const newCustomer = (): Customer => {
   }
 }
 
+/** What `register` records of the customer, and what reading it back gives. */
+const registeredData = (c: Customer) => ({
+  customerId: c.id,
+  email: c.email,
+  name: c.name,
+  phone: c.phone,
+  address: { line1: "1 Main St", city: c.city, country: "DE" },
+  plan: "pro" as const
+})
+
 const register = (c: Customer) =>
   Effect.flatMap(EventStore, (store) =>
     store.append({
@@ -78,17 +88,7 @@ const register = (c: Customer) =>
       streamType: "customer",
       expectedVersion: "no_stream",
       events: [
-        {
-          eventType: Registered,
-          data: {
-            customerId: c.id,
-            email: c.email,
-            name: c.name,
-            phone: c.phone,
-            address: { line1: "1 Main St", city: c.city, country: "DE" },
-            plan: "pro"
-          }
-        },
+        { eventType: Registered, data: registeredData(c) },
         { eventType: PlanChanged, data: { customerId: c.id, plan: "free" } }
       ]
     })
@@ -161,14 +161,7 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })(
         expect(Option.map(key, (k) => k.hasKey)).toEqual(Option.some(true))
 
         const events = yield* store.readStream(c.stream)
-        expect(events[0]?.data).toEqual({
-          customerId: c.id,
-          email: c.email,
-          name: c.name,
-          phone: c.phone,
-          address: { line1: "1 Main St", city: c.city, country: "DE" },
-          plan: "pro"
-        })
+        expect(events[0]?.data).toEqual(registeredData(c))
         const [decoded] = yield* decodeAll(events)
         expect(decoded?.data).toMatchObject({ email: c.email, name: c.name })
       })

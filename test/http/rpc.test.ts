@@ -19,7 +19,7 @@ import { acquire } from "../../src/processors/Lease.js"
 import { processor, Supervisor } from "../../src/processors/Supervisor.js"
 import { HttpAppLive } from "../../src/server.js"
 import { TestServices } from "../support/http.js"
-import { AccountDeposited, AccountOpened } from "../support/sample.js"
+import { AccountDeposited, AccountOpened, appendDeposits, appendOpened } from "../support/sample.js"
 
 const SUBSCRIPTION = "audit-test-subscription"
 
@@ -27,25 +27,12 @@ const Seed = Layer.effectDiscard(
   Effect.gen(function* () {
     const store = yield* EventStore
     const open = (id: string, owner: string) =>
-      store.append({
-        streamId: id,
-        streamType: "account",
-        expectedVersion: "no_stream",
-        events: [newEvent(AccountOpened, { accountId: id, owner, currency: "EUR" })],
-        metadata: { correlationId: `corr-${id}`, actor: { type: "system", id: "seed" } }
-      })
-    const deposit = (id: string, amounts: ReadonlyArray<number>) =>
-      store.append({
-        streamId: id,
-        streamType: "account",
-        expectedVersion: "any",
-        events: amounts.map((amount) => newEvent(AccountDeposited, { accountId: id, amount }))
-      })
+      appendOpened(id, owner, { correlationId: `corr-${id}`, actor: { type: "system", id: "seed" } })
     yield* open("acct-1", "Ada Lovelace")
     yield* open("acct-2", "Bob")
-    yield* deposit("acct-1", [10, 20])
+    yield* appendDeposits("acct-1", [10, 20])
     yield* open("acct-3", "Eve")
-    yield* deposit("acct-2", [5])
+    yield* appendDeposits("acct-2", [5])
     yield* store.forgetSubject("acct-3")
   })
 )
@@ -176,13 +163,7 @@ layer(RpcTestHttp, { excludeTestServices: true, timeout: 60_000 })("/rpc", (it) 
 
       const follower = yield* Effect.fork(stream({ after: tail, follow: true, followSeconds: 20, limit: 1 }))
       yield* Effect.sleep("300 millis")
-      const store = yield* EventStore
-      yield* store.append({
-        streamId: "acct-1",
-        streamType: "account",
-        expectedVersion: "any",
-        events: [newEvent(AccountDeposited, { accountId: "acct-1", amount: 7 })]
-      })
+      yield* appendDeposits("acct-1", [7])
       const t1 = yield* Clock.currentTimeMillis
       const got = yield* Fiber.join(follower)
       expect((yield* Clock.currentTimeMillis) - t1).toBeLessThan(5_000)

@@ -24,7 +24,7 @@ import { ProjectionsLive } from "../../src/kernel/Projection.js"
 import { otlpTracesUrl, tracingLayer } from "../../src/observability/Tracing.js"
 import { eventually } from "../processors/helpers.js"
 import { testConfig } from "../support/database.js"
-import { AccountDecider } from "../support/sample.js"
+import { AccountDecider, openAccount } from "../support/sample.js"
 
 class Accounts extends HttpApiGroup.make("accounts").add(
   HttpApiEndpoint.post("open", "/probe/accounts/:id")
@@ -39,12 +39,7 @@ const AccountsLive = HttpApiBuilder.group(ProbeApi, "accounts", (h) =>
       const runner = yield* CommandRunner
       yield* Effect.logInfo("opening an account")
       const result = yield* runner
-        .execute(AccountDecider, `account-${path.id}`, {
-          _tag: "Open",
-          accountId: path.id,
-          owner: "Ada",
-          currency: "EUR"
-        })
+        .execute(AccountDecider, `account-${path.id}`, openAccount(path.id, "Ada", "EUR"))
         .pipe(Effect.orDie)
       return { version: result.version }
     })

@@ -534,16 +534,17 @@ const h0 = digest("rt-0")
 const h1 = digest("rt-1")
 const h2 = digest("rt-2")
 
-const started: SessionState = fold(SessionDecider, [
-  SessionStarted.make({
-    sessionId,
-    userId,
-    refreshTokenHash: h0,
-    accessTokenId: "jti-0",
-    startedAt,
-    expiresAt: sessionExpiresAt
-  })
-])
+/** The fields of the sample session's start: its command's and its event's. */
+const sessionStart = {
+  sessionId,
+  userId,
+  refreshTokenHash: h0,
+  accessTokenId: "jti-0",
+  startedAt,
+  expiresAt: sessionExpiresAt
+}
+const sessionStarted = SessionStarted.make(sessionStart)
+const started: SessionState = fold(SessionDecider, [sessionStarted])
 
 const refresh = (
   presentedHash: string,
@@ -563,25 +564,8 @@ const refresh = (
 
 describe("SessionDecider", () => {
   it("starts a session; starting it again fails", () => {
-    const command = {
-      _tag: "Start",
-      sessionId,
-      userId,
-      refreshTokenHash: h0,
-      accessTokenId: "jti-0",
-      startedAt,
-      expiresAt: sessionExpiresAt
-    } as const
-    const { state } = session.when(command).thenEvents([
-      SessionStarted.make({
-        sessionId,
-        userId,
-        refreshTokenHash: h0,
-        accessTokenId: "jti-0",
-        startedAt,
-        expiresAt: sessionExpiresAt
-      })
-    ])
+    const command = { _tag: "Start", ...sessionStart } as const
+    const { state } = session.when(command).thenEvents([sessionStarted])
     expect(state).toEqual({
       status: "active",
       sessionId,
@@ -717,28 +701,19 @@ describe("SessionDecider", () => {
 
 describe("ApiKeyDecider", () => {
   const keyId = "key_01jd4x8m6ffq2b3n5r7t9v1w3d"
-  const create = {
-    _tag: "Create",
+  const key = {
     keyId,
     name: "ci",
     scopes: ["read:orders"],
     keyHash: digest("sk_secret"),
     keyLast4: "cret",
     createdBy: admin
-  } as const
+  }
+  const create = { _tag: "Create", ...key } as const
 
   it("creates, revokes, and a second revoke is ApiKeyNotFound", () => {
     const created = apiKey.when(create)
-    expect(created.events).toEqual([
-      ApiKeyCreated.make({
-        keyId,
-        name: "ci",
-        scopes: ["read:orders"],
-        keyHash: digest("sk_secret"),
-        keyLast4: "cret",
-        createdBy: admin
-      })
-    ])
+    expect(created.events).toEqual([ApiKeyCreated.make(key)])
     expect(created.state).toEqual({ status: "active", keyId })
 
     const revoked = apiKey.givenState(created.state).when({ _tag: "Revoke", revokedBy: admin })
@@ -864,14 +839,7 @@ describe("revocationOf", () => {
         token: "t",
         expiresAt: resetExpiresAt
       }),
-      SessionStarted.make({
-        sessionId,
-        userId,
-        refreshTokenHash: h0,
-        accessTokenId: "jti-0",
-        startedAt,
-        expiresAt: sessionExpiresAt
-      }),
+      sessionStarted,
       ApiKeyRevoked.make({ keyId: "key_1", revokedBy: admin })
     ]) {
       expect(revocationOf(record(event, recordedAt)), event.type).toBeUndefined()

@@ -13,6 +13,7 @@ import {
   AccountDeposited,
   AccountsProjection,
   createAccountsTable,
+  openAccount,
   SnapshottingAccountDecider
 } from "../support/sample.js"
 
@@ -65,17 +66,9 @@ layer(TestLayer, { excludeTestServices: true, timeout: 120_000 })("command runne
   it.effect("runs commands: append + inline projection + public events in one transaction", () =>
     Effect.gen(function* () {
       const runner = yield* CommandRunner
-      const opened = yield* runner.execute(
-        AccountDecider,
-        "account-r1",
-        {
-          _tag: "Open",
-          accountId: "r1",
-          owner: "Ann Lee",
-          currency: "USD"
-        },
-        { metadata: { correlationId: "corr-1", actor: { type: "system", id: "test" } } }
-      )
+      const opened = yield* runner.execute(AccountDecider, "account-r1", openAccount("r1", "Ann Lee"), {
+        metadata: { correlationId: "corr-1", actor: { type: "system", id: "test" } }
+      })
       expect(opened.version).toBe(1)
       expect(opened.events[0]?.type).toBe("account.opened")
       expect(opened.events[0]?.metadata.correlationId).toBe("corr-1")
@@ -120,12 +113,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: 120_000 })("command runne
     Effect.gen(function* () {
       const runner = yield* CommandRunner
       const store = yield* EventStore
-      yield* runner.execute(AccountDecider, "account-r2", {
-        _tag: "Open",
-        accountId: "r2",
-        owner: "Bo",
-        currency: "USD"
-      })
+      yield* runner.execute(AccountDecider, "account-r2", openAccount("r2", "Bo"))
       const error = yield* Effect.flip(
         runner.execute(AccountDecider, "account-r2", { _tag: "Withdraw", accountId: "r2", amount: 1 })
       )
@@ -144,12 +132,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: 120_000 })("command runne
       const runner = yield* CommandRunner
       const store = yield* EventStore
       const sql = yield* SqlClient.SqlClient
-      yield* runner.execute(AccountDecider, "account-r3", {
-        _tag: "Open",
-        accountId: "r3",
-        owner: "Cy",
-        currency: "USD"
-      })
+      yield* runner.execute(AccountDecider, "account-r3", openAccount("r3", "Cy"))
       const exit = yield* Effect.exit(
         runner.execute(AccountDecider, "account-r3", { _tag: "Deposit", accountId: "r3", amount: 666 })
       )
@@ -163,12 +146,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: 120_000 })("command runne
   it.effect("commands on one stream are serialized in-process: 25 concurrent deposits all land", () =>
     Effect.gen(function* () {
       const runner = yield* CommandRunner
-      yield* runner.execute(AccountDecider, "account-r4", {
-        _tag: "Open",
-        accountId: "r4",
-        owner: "Di",
-        currency: "USD"
-      })
+      yield* runner.execute(AccountDecider, "account-r4", openAccount("r4", "Di"))
       yield* Effect.forEach(
         Array.from({ length: 25 }, (_, i) => i + 1),
         (amount) =>
@@ -187,12 +165,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: 120_000 })("command runne
       Effect.gen(function* () {
         const a = yield* makeCommandRunner
         const b = yield* makeCommandRunner
-        yield* a.execute(AccountDecider, "account-r5", {
-          _tag: "Open",
-          accountId: "r5",
-          owner: "Ed",
-          currency: "USD"
-        })
+        yield* a.execute(AccountDecider, "account-r5", openAccount("r5", "Ed"))
         const results = yield* Effect.forEach(
           Array.from({ length: 30 }, (_, i) => i),
           (i) =>
@@ -220,12 +193,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: 120_000 })("command runne
       const runner = yield* CommandRunner
       const store = yield* EventStore
       const sql = yield* SqlClient.SqlClient
-      yield* runner.execute(AccountDecider, "account-r6", {
-        _tag: "Open",
-        accountId: "r6",
-        owner: "Fay Secret",
-        currency: "USD"
-      })
+      yield* runner.execute(AccountDecider, "account-r6", openAccount("r6", "Fay Secret"))
       const raw = yield* sql<{
         data: string
       }>`SELECT data::text AS data FROM event_store.events WHERE stream_id = 'account-r6'`
@@ -247,12 +215,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: 120_000 })("command runne
     Effect.gen(function* () {
       const runner = yield* CommandRunner
       const sql = yield* SqlClient.SqlClient
-      yield* runner.execute(SnapshottingAccountDecider, "account-r7", {
-        _tag: "Open",
-        accountId: "r7",
-        owner: "Gus",
-        currency: "USD"
-      })
+      yield* runner.execute(SnapshottingAccountDecider, "account-r7", openAccount("r7", "Gus"))
       for (let i = 1; i <= 24; i++) {
         yield* runner.execute(SnapshottingAccountDecider, "account-r7", {
           _tag: "Deposit",
@@ -279,23 +242,18 @@ layer(TestLayer, { excludeTestServices: true, timeout: 120_000 })("command runne
       const runner = yield* CommandRunner
       const store = yield* EventStore
       const sql = yield* SqlClient.SqlClient
-      yield* runner.execute(AccountDecider, "account-m1", {
-        _tag: "Open",
-        accountId: "m1",
-        owner: "Mia",
-        currency: "USD"
-      })
+      yield* runner.execute(AccountDecider, "account-m1", openAccount("m1", "Mia"))
       const results = yield* runner.executeMany(
         AccountDecider,
         [
           { streamId: "account-m1", command: { _tag: "Deposit", accountId: "m1", amount: 40 } },
           {
             streamId: "account-m2",
-            command: { _tag: "Open", accountId: "m2", owner: "Noor", currency: "EUR" }
+            command: openAccount("m2", "Noor", "EUR")
           },
           {
             streamId: "account-m3",
-            command: { _tag: "Open", accountId: "m3", owner: "Oli", currency: "EUR" }
+            command: openAccount("m3", "Oli", "EUR")
           }
         ],
         { metadata: { correlationId: "corr-many" } }
@@ -340,15 +298,10 @@ layer(TestLayer, { excludeTestServices: true, timeout: 120_000 })("command runne
     Effect.gen(function* () {
       const runner = yield* CommandRunner
       const store = yield* EventStore
-      yield* runner.execute(AccountDecider, "account-m4", {
-        _tag: "Open",
-        accountId: "m4",
-        owner: "Pia",
-        currency: "USD"
-      })
+      yield* runner.execute(AccountDecider, "account-m4", openAccount("m4", "Pia"))
       const refused = yield* Effect.flip(
         runner.executeMany(AccountDecider, [
-          { streamId: "account-m5", command: { _tag: "Open", accountId: "m5", owner: "Q", currency: "USD" } },
+          { streamId: "account-m5", command: openAccount("m5", "Q") },
           { streamId: "account-m4", command: { _tag: "Withdraw", accountId: "m4", amount: 1 } }
         ])
       )
@@ -360,7 +313,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: 120_000 })("command runne
       yield* runner.execute(AccountDecider, "account-m4", { _tag: "Deposit", accountId: "m4", amount: 5 })
       const conflict = yield* Effect.flip(
         runner.executeMany(AccountDecider, [
-          { streamId: "account-m6", command: { _tag: "Open", accountId: "m6", owner: "R", currency: "USD" } },
+          { streamId: "account-m6", command: openAccount("m6", "R") },
           {
             streamId: "account-m4",
             command: { _tag: "Deposit", accountId: "m4", amount: 1 },

@@ -21,6 +21,7 @@ import {
   type AccountStateSchema,
   AccountsProjection,
   createAccountsTable,
+  openAccount,
   SnapshottingAccountDecider
 } from "../support/sample.js"
 
@@ -93,12 +94,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: 120_000 })("one transacti
       const useCase = (note: string) =>
         runner.transact(
           Effect.gen(function* () {
-            yield* runner.execute(AccountDecider, "account-t1", {
-              _tag: "Open",
-              accountId: "t1",
-              owner: "Ann",
-              currency: "USD"
-            })
+            yield* runner.execute(AccountDecider, "account-t1", openAccount("t1", "Ann"))
             yield* runner.execute(tally, "tally-t1", { streamId: "tally-t1" })
             yield* runner.execute(NoteDecider, "note-t1", { text: note })
           })
@@ -135,12 +131,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: 120_000 })("one transacti
         yield* runner.transact(
           Effect.gen(function* () {
             bodies++
-            yield* runner.execute(AccountDecider, "account-t2", {
-              _tag: "Open",
-              accountId: "t2",
-              owner: "Bo",
-              currency: "USD"
-            })
+            yield* runner.execute(AccountDecider, "account-t2", openAccount("t2", "Bo"))
             yield* runner.execute(decider, "tally-t2", { streamId: "tally-t2" })
           })
         )
@@ -196,12 +187,7 @@ layer(TestLayer, { excludeTestServices: true, timeout: 120_000 })("one transacti
       }
       yield* runner.transact(
         Effect.gen(function* () {
-          yield* runner.execute(unstorable, "account-t5", {
-            _tag: "Open",
-            accountId: "t5",
-            owner: "Cy",
-            currency: "USD"
-          })
+          yield* runner.execute(unstorable, "account-t5", openAccount("t5", "Cy"))
           yield* runner.execute(unstorable, "account-t5", { _tag: "Deposit", accountId: "t5", amount: 5 })
           yield* runner.execute(NoteDecider, "note-t5", { text: "after the snapshots" })
         })

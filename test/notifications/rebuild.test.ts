@@ -11,11 +11,9 @@ import { expect } from "vitest"
 import { NotificationsProjection } from "../../src/notifications/projection.js"
 import { rebuildProjection } from "../../src/processors/Rebuild.js"
 import { createCustomer } from "../support/customers.js"
+import { rowsOf } from "../support/database.js"
 import { adminLogin, call, registerShopper } from "../support/identity.js"
 import { eventually, notificationsHttp, Peers } from "../support/notifications.js"
-
-const rowsOf = (table: string, key: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT * FROM ${sql(table)} ORDER BY ${sql(key)}`)
 
 const tables = Effect.all({
   notifications: rowsOf("notifications.notifications", "notification_id"),

@@ -6,7 +6,13 @@ import { CommandRunner, CommandRunnerLive } from "../../src/kernel/CommandRunner
 import { ProjectionsLive } from "../../src/kernel/Projection.js"
 import { type RebuildProgress, rebuildProjection } from "../../src/processors/Rebuild.js"
 import { TestPersistence, usingRealPostgres } from "../support/database.js"
-import { ACCOUNTS_TABLE, AccountDecider, AccountsProjection, createAccountsTable } from "../support/sample.js"
+import {
+  ACCOUNTS_TABLE,
+  AccountDecider,
+  AccountsProjection,
+  createAccountsTable,
+  openAccount
+} from "../support/sample.js"
 
 const TestLayer = CommandRunnerLive.pipe(
   Layer.provideMerge(ProjectionsLive([AccountsProjection])),
@@ -26,12 +32,7 @@ const seed = (prefix: string, accounts: number, depositsEach: number, closeSome 
       Array.from({ length: accounts }, (_, i) => `${prefix}${i}`),
       (id) =>
         Effect.gen(function* () {
-          yield* runner.execute(AccountDecider, `account-${id}`, {
-            _tag: "Open",
-            accountId: id,
-            owner: `Owner ${id}`,
-            currency: "USD"
-          })
+          yield* runner.execute(AccountDecider, `account-${id}`, openAccount(id, `Owner ${id}`))
           for (let d = 1; d <= depositsEach; d++) {
             yield* runner.execute(AccountDecider, `account-${id}`, {
               _tag: "Deposit",

@@ -18,6 +18,17 @@ export interface CreatedCustomer {
   readonly createdAt: string
 }
 
+/** What a new customer record shows beside its id, email, names and times: no phone, addresses, tags or orders yet. */
+export const NEW_RECORD = {
+  phone: null,
+  metadata: {},
+  addresses: [],
+  orderCount: 0,
+  totalSpent: 0,
+  tags: [],
+  active: true
+}
+
 /** `POST /user` as staff; fails the test unless it answers 201. */
 export const createCustomer = (token: string, fields: Record<string, unknown> = {}) =>
   Effect.map(

@@ -3,6 +3,7 @@
  * afterwards), or an in-memory embedded PostgreSQL when `DATABASE_URL` is not set.
  */
 import { randomBytes } from "node:crypto"
+import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import pg from "pg"
 import { AppConfig, type AppConfigShape, makeAppConfig } from "../../src/config.js"
@@ -62,4 +63,14 @@ export const TestConfig = testConfig().pipe(
 )
 
 /** Migrated database + event store, on a fresh database. */
+/**
+ * Every row of a read-model table, ordered by `order` (trusted column names, `delivery_id, attempt`):
+ * what a projection rebuild must reproduce.
+ */
+export const rowsOf = (table: string, order: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql`SELECT * FROM ${sql(table)} ORDER BY ${sql.literal(order)}`
+  )
+
 export const TestPersistence = PersistenceLive.pipe(Layer.provideMerge(TestConfig))

@@ -4,6 +4,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Data, Effect, Schema } from "effect"
+import { type EventMetadata, EventStore, newEvent } from "../../src/eventstore/EventStore.js"
 import { defineEvent, type EventOf, Personal, revealOr } from "../../src/eventstore/EventType.js"
 import { defineDecider, snapshotPolicy } from "../../src/kernel/Decider.js"
 import { defineProjection } from "../../src/kernel/Projection.js"
@@ -43,6 +44,37 @@ export type AccountCommand =
   | { readonly _tag: "Deposit"; readonly accountId: string; readonly amount: number }
   | { readonly _tag: "Withdraw"; readonly accountId: string; readonly amount: number }
   | { readonly _tag: "Close"; readonly accountId: string }
+
+/**
+ * Straight to the store, without the decider or its projection (for tests of the log itself): a new
+ * euro account `id` of `owner`, and deposits to it.
+ */
+export const appendOpened = (id: string, owner: string, metadata: EventMetadata = {}) =>
+  Effect.flatMap(EventStore, (store) =>
+    store.append({
+      streamId: id,
+      streamType: "account",
+      expectedVersion: "no_stream",
+      events: [newEvent(AccountOpened, { accountId: id, owner, currency: "EUR" })],
+      metadata
+    })
+  )
+export const appendDeposits = (id: string, amounts: ReadonlyArray<number>) =>
+  Effect.flatMap(EventStore, (store) =>
+    store.append({
+      streamId: id,
+      streamType: "account",
+      expectedVersion: "any",
+      events: amounts.map((amount) => newEvent(AccountDeposited, { accountId: id, amount }))
+    })
+  )
+
+/** The command that opens account `accountId` for `owner` (in US dollars unless told). */
+export const openAccount = (
+  accountId: string,
+  owner: string,
+  currency = "USD"
+): Extract<AccountCommand, { readonly _tag: "Open" }> => ({ _tag: "Open", accountId, owner, currency })
 
 export interface AccountState {
   readonly status: "none" | "open" | "closed"

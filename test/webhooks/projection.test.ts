@@ -22,7 +22,7 @@ import {
   WebhookDisabled
 } from "../../src/webhooks/events.js"
 import { ATTEMPTS, DELIVERIES, ENDPOINTS, runsOf, WebhooksProjection } from "../../src/webhooks/projection.js"
-import { TestPersistence } from "../support/database.js"
+import { rowsOf, TestPersistence } from "../support/database.js"
 
 const T0 = Date.parse("2030-01-02T03:04:05.678Z")
 const at = (seconds: number) => new Date(T0 + seconds * 1_000)
@@ -187,12 +187,6 @@ const history: ReadonlyArray<WebhooksRecorded> = [
   created("dlv_5", "wh_a", 99),
   attempted("dlv_5", "wh_a", 1, 2, 100, ok)
 ]
-
-const rowsOf = (table: string, order: string) =>
-  Effect.flatMap(
-    SqlClient.SqlClient,
-    (sql) => sql`SELECT * FROM ${sql(table)} ORDER BY ${sql.literal(order)}`
-  )
 
 const tables = Effect.all({
   endpoints: rowsOf(ENDPOINTS, "webhook_id"),

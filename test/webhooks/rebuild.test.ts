@@ -4,21 +4,15 @@
  * redelivery, a deleted endpoint) a rebuild from position zero reproduces exactly the rows of
  * `webhooks.endpoints`, `.deliveries` and `.attempts`.
  */
-import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { rebuildProjection } from "../../src/processors/Rebuild.js"
 import { WebhooksProjection } from "../../src/webhooks/projection.js"
 import { Webhooks } from "../../src/webhooks/Webhooks.js"
+import { rowsOf } from "../support/database.js"
 import { eventually } from "../support/notifications.js"
 import { Behaviour } from "../support/receiver.js"
 import { publish, STAFF, TestReceiver, webhooksHttp } from "../support/webhooks.js"
-
-const rowsOf = (table: string, order: string) =>
-  Effect.flatMap(
-    SqlClient.SqlClient,
-    (sql) => sql`SELECT * FROM ${sql(table)} ORDER BY ${sql.literal(order)}`
-  )
 
 const tables = Effect.all({
   endpoints: rowsOf("webhooks.endpoints", "webhook_id"),
