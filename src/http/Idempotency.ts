@@ -46,7 +46,7 @@ import { createHash, randomBytes } from "node:crypto"
 import { HttpApp, HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Duration, Effect, Option } from "effect"
+import { Clock, Duration, Effect, Fiber, Option } from "effect"
 import { CurrentRequestId } from "../base/RequestId.js"
 import { AppConfig } from "../config.js"
 import { openTransaction } from "../db/Transaction.js"
@@ -395,8 +395,11 @@ export interface IdempotencyMiddlewareOptions extends IdempotencyTimings {}
  * straight through. Database failures are defects (a 500 from `apiMiddleware`).
  */
 export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}) => {
-  /** Keys running in this process (`scope\nkey` → fingerprint): a duplicate never waits on the database. */
-  const running = new Map<string, string>()
+  /**
+   * Keys running in this process (`scope\nkey` → the request's fingerprint), until their transaction
+   * ended: a duplicate never waits on the database.
+   */
+  const running = new Map<string, { readonly fingerprint: string }>()
   return <E, R>(
     app: HttpApp.Default<E, R>
   ): HttpApp.Default<E, R | SqlClient.SqlClient | AppConfig | Keyring | CommandRunner> =>
@@ -431,13 +434,19 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
       // 1. The same key running here: answered before touching the database (embedded PostgreSQL
       //    has one connection, which the running request's transaction holds).
       const slot = `${target.scopeHash}\n${target.key}`
-      const runningFingerprint = running.get(slot)
-      if (runningFingerprint !== undefined) {
-        return yield* runningFingerprint === target.fingerprint
+      const current = running.get(slot)
+      if (current !== undefined) {
+        return yield* current.fingerprint === target.fingerprint
           ? inProgress()
           : reused(target.method, target.path)
       }
-      running.set(slot, target.fingerprint)
+      const mine = { fingerprint: target.fingerprint }
+      running.set(slot, mine)
+      // Once the transaction ended the database answers for the key: the platform may still be
+      // sending the response (or waiting forever on a socket the client closed).
+      const done = () => {
+        if (running.get(slot) === mine) running.delete(slot)
+      }
 
       const answer = (outcome: KeyOutcome) =>
         outcome._tag === "Replay"
@@ -473,6 +482,7 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
               const stored = storable(response)
               if (Option.isNone(stored) || !isStoredStatus(response.status) || Option.isSome(tx.conflict())) {
                 yield* tx.rollback
+                done()
                 return response
               }
               const committed = yield* storeIdempotencyResponse(target, stored.value, options).pipe(
@@ -482,9 +492,10 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
                   Effect.as(Effect.logError("idempotency: could not commit the request", cause), false)
                 )
               )
+              // Not known to be committed otherwise: the retry finds the stored response or runs.
+              if (!committed) yield* tx.rollback
+              done()
               if (committed) return response
-              // Not known to be committed: the retry finds the stored response or runs.
-              yield* tx.rollback
               return yield* errorResponse(500, {
                 code: "internal_error",
                 message: "An internal error occurred. It has been logged; retry later."
@@ -493,17 +504,24 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
               // The platform's handler type: only response errors; the marker travels as one.
               (effect) => effect as Effect.Effect<HttpServerResponse.HttpServerResponse, never>
             )
-          const ran = yield* tx
-            .join(HttpApp.withPreResponseHandler(app, (_request, response) => settle(response)))
-            .pipe(
-              Effect.map((response): Attempt => ({ _tag: "Ran", response })),
-              Effect.catchAllCause((cause) =>
-                // Lost a race: fail with the conflict so `retrying` runs the request again.
-                abandoned
-                  ? Effect.fail<E | LostRace>(Option.getOrUndefined(tx.conflict()) as LostRace)
-                  : Effect.failCause<E | LostRace>(cause)
-              )
+          // The handler runs in a daemon fiber, which a client that goes away does not interrupt (the
+          // platform interrupts the request's fiber and the fibers it forked): a request with a key
+          // runs to its end and its outcome is there for the retry, and no statement is cancelled
+          // half-way (a cancel needs a second connection, which embedded PostgreSQL does not have).
+          // The request's fiber waits for it uninterruptibly: the connection is the handler's until
+          // `settle` ended the transaction.
+          const handling = yield* Effect.forkDaemon(
+            tx.join(HttpApp.withPreResponseHandler(app, (_request, response) => settle(response)))
+          )
+          const ran = yield* Effect.uninterruptible(Fiber.join(handling)).pipe(
+            Effect.map((response): Attempt => ({ _tag: "Ran", response })),
+            Effect.catchAllCause((cause) =>
+              // Lost a race: fail with the conflict so `retrying` runs the request again.
+              abandoned
+                ? Effect.fail<E | LostRace>(Option.getOrUndefined(tx.conflict()) as LostRace)
+                : Effect.failCause<E | LostRace>(cause)
             )
+          )
           return ran
         })
       )
@@ -520,7 +538,7 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
             (error) => Effect.die(error)
           )
         )
-      }).pipe(Effect.ensuring(Effect.sync(() => running.delete(slot))))
+      }).pipe(Effect.ensuring(Effect.sync(done)))
       // A "Ran" response was sent by the platform already; returning it does not send it again.
       return outcome.response
     })
