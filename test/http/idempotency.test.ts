@@ -20,6 +20,7 @@ import { Deferred, Effect, Fiber, Layer, Logger, LogLevel, Option, Redacted, Sch
 import pg from "pg"
 import { expect } from "vitest"
 import { AppConfig } from "../../src/config.js"
+import { isUniqueViolation } from "../../src/db/Sql.js"
 import { PersistenceLive } from "../../src/eventstore/layers.js"
 import { Authentication, AuthenticationLive, CredentialVerifier, NoRouteScopes } from "../../src/http/Auth.js"
 import {
@@ -64,6 +65,7 @@ let hold: { readonly started: Deferred.Deferred<void>; readonly gate: Deferred.D
 let throttled = false
 let failNext = false
 let flipAccepted = false
+const vanished = new Set<string>()
 
 const Order = Schema.Struct({ item: Schema.String, quantity: Schema.optional(Schema.Int) })
 const Created = Schema.Struct({ id: Schema.String, item: Schema.String, execution: Schema.Int })
@@ -81,6 +83,12 @@ class Probe extends HttpApiGroup.make("probe")
   .add(HttpApiEndpoint.del("remove", "/probe/orders/:id").setPath(Schema.Struct({ id: Schema.String })))
   .add(
     HttpApiEndpoint.post("limited", "/probe/limited").setPayload(Order).addSuccess(Created, { status: 201 })
+  )
+  .add(
+    HttpApiEndpoint.post("unique", "/probe/unique")
+      .setPayload(Order)
+      .addSuccess(Created, { status: 201 })
+      .addError(Conflict)
   )
   .add(HttpApiEndpoint.get("count", "/probe/count").addSuccess(Schema.Struct({ total: Schema.Int }))) {}
 
@@ -150,6 +158,28 @@ const ProbeHandlers = Layer.mergeAll(
       .handle("other", ({ payload }) => execute(`other:${payload.item}`))
       .handle("remove", ({ path }) => Effect.asVoid(execute(`delete:${path.id}`)))
       .handle("limited", ({ payload }) => execute(payload.item))
+      .handle("unique", ({ payload }) =>
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          // A uniqueness rule, checked by the database as a command's append would be.
+          const inserted = yield* sql`INSERT INTO probe_unique (item) VALUES (${payload.item})`.pipe(
+            Effect.as(true),
+            Effect.catchIf(isUniqueViolation, () => Effect.succeed(false)),
+            Effect.orDie
+          )
+          if (!inserted) {
+            return yield* Effect.fail(
+              Conflict.of({ code: "resource_already_exists", message: "already there" })
+            )
+          }
+          // The request ends without its answer after its write (the process went away).
+          if (payload.item.startsWith("vanish") && !vanished.has(payload.item)) {
+            vanished.add(payload.item)
+            return yield* Effect.interrupt
+          }
+          return yield* execute(`unique:${payload.item}`)
+        })
+      )
       .handle("count", () =>
         Effect.sync(() => ({ total: [...executions.values()].reduce((a, b) => a + b, 0) }))
       )
@@ -479,6 +509,30 @@ describe("Idempotency-Key", () => {
         expect(later.headers["idempotent-replayed"]).toBeUndefined()
         expect(executed(second)).toBe(1)
       })
+    )
+
+    it.effect(
+      "a request that ended without its answer after a write kept nothing: the retry runs, never into the uniqueness rule",
+      () =>
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          yield* sql`CREATE TABLE IF NOT EXISTS probe_unique (item text PRIMARY KEY)`
+          const item = unique("vanish")
+          const key = unique("key")
+          const lost = yield* order({ item }, { key, path: "/probe/unique" })
+          expect(lost.status).toBe(503)
+          const rows = Effect.map(
+            sql<{ n: number }>`SELECT count(*)::int AS n FROM probe_unique WHERE item = ${item}`,
+            (r) => r[0]?.n
+          )
+          expect(yield* rows).toBe(0)
+          const retry = yield* order({ item }, { key, path: "/probe/unique" })
+          expect(retry.status, retry.text).toBe(201)
+          expect(retry.headers["idempotent-replayed"]).toBeUndefined()
+          expectReplayOf(yield* order({ item }, { key, path: "/probe/unique" }), retry)
+          expect(yield* rows).toBe(1)
+          expect(executed(`unique:${item}`)).toBe(1)
+        })
     )
 
     it.effect("a 5xx releases the key: the retry runs again", () =>
