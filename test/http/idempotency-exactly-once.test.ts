@@ -144,5 +144,29 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 180_000 })(
         expect(replays).toBeGreaterThan(0)
       })
     )
+
+    it.effect("keyed requests that lose a race on one stream run again, whole: every one lands once", () =>
+      Effect.gen(function* () {
+        const token = yield* adminToken
+        const customer = yield* createCustomer(token)
+        const tags = Array.from({ length: 10 }, (_, i) => `race-${i}`)
+        const tagOnce = (tag: string) =>
+          call("POST", `/user/${customer.id}/tag`, {
+            token,
+            json: { tags: [tag] },
+            headers: { "idempotency-key": `tag-${customer.id}-${tag}` }
+          })
+        const answers = yield* Effect.all(tags.map(tagOnce), { concurrency: "unbounded" })
+        expect(answers.map((a) => a.status)).toEqual(tags.map(() => 200))
+        const got = yield* getCustomer(token, customer.id)
+        expect([...got.tags].sort()).toEqual([...tags].sort())
+        // Each stored answer is the one its request got.
+        for (const [i, tag] of tags.entries()) {
+          const replay = yield* tagOnce(tag)
+          expect(replay.headers["idempotent-replayed"]).toBe("true")
+          expect(replay.text).toBe(answers[i]?.text)
+        }
+      })
+    )
   }
 )
