@@ -55,6 +55,18 @@ export const reportConflict = (error: unknown): Effect.Effect<void> =>
     })
   )
 
+/**
+ * Runs `effect` outside the caller's transaction, on connections of its own: for work forked to
+ * outlive the request that started it (a forked fiber inherits the caller's context, transaction
+ * connection included, which its owner may have ended and released by the time the work runs).
+ */
+export const detached = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.locallyWith(
+    effect,
+    FiberRef.currentContext,
+    Context.omit(SqlClient.TransactionConnection, AfterCommit)
+  )
+
 /** A transaction whose owner ends it explicitly (`openTransaction`). */
 export interface OwnedTransaction {
   /** Runs `effect` joined to the transaction (its statements, writers and after-commit work). */
@@ -119,12 +131,8 @@ export const openTransaction: Effect.Effect<OwnedTransaction, SqlError, SqlClien
       return conn.executeUnprepared("COMMIT", [], undefined).pipe(
         Effect.ensuring(release),
         Effect.zipRight(
-          Effect.forEach(steps, ([key, step]) => runLogged(key, step), { discard: true }).pipe(
-            // After the commit nothing is joined any more: the steps run on their own.
-            Effect.locallyWith(FiberRef.currentContext, (context) =>
-              Context.omit(SqlClient.TransactionConnection, AfterCommit)(context)
-            )
-          )
+          // After the commit nothing is joined any more: the steps run on their own.
+          detached(Effect.forEach(steps, ([key, step]) => runLogged(key, step), { discard: true }))
         )
       )
     }).pipe(Effect.uninterruptible, Effect.asVoid)
