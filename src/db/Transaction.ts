@@ -8,12 +8,14 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Option } from "effect"
+import { Context, Effect, Exit, FiberRef, Option, Scope } from "effect"
 import { inTransaction } from "./Sql.js"
 
 interface AfterCommitRegistry {
   /** Keyed: a later step of the same key replaces the earlier (one wake-up, the newest snapshot). */
   readonly add: (key: string, step: Effect.Effect<void>) => void
+  /** A joined writer lost a race (a concurrency conflict): the owner must run the whole transaction again. */
+  readonly conflict?: (error: unknown) => void
 }
 
 /** Present inside a transaction opened by `transaction`: where joined writers leave after-commit work. */
@@ -38,6 +40,109 @@ export const afterCommit = (key: string, step: Effect.Effect<void>): Effect.Effe
         )
       : runLogged(key, step)
   )
+
+/**
+ * Tells the owner of the surrounding transaction that a joined writer lost a race (an append found
+ * another writer's commit first): the transaction cannot succeed as it is and must run again from
+ * the start. For owners that do not see the joined writer's failure themselves (the HTTP
+ * idempotency middleware sees a response, not an error). Nothing outside a transaction.
+ */
+export const reportConflict = (error: unknown): Effect.Effect<void> =>
+  Effect.flatMap(Effect.serviceOption(AfterCommit), (registry) =>
+    Option.match(registry, {
+      onNone: () => Effect.void,
+      onSome: (r) => Effect.sync(() => r.conflict?.(error))
+    })
+  )
+
+/**
+ * Runs `effect` outside the caller's transaction, on connections of its own: for work forked to
+ * outlive the request that started it (a forked fiber inherits the caller's context, transaction
+ * connection included, which its owner may have ended and released by the time the work runs).
+ */
+export const detached = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.locallyWith(
+    effect,
+    FiberRef.currentContext,
+    Context.omit(SqlClient.TransactionConnection, AfterCommit)
+  )
+
+/** A transaction whose owner ends it explicitly (`openTransaction`). */
+export interface OwnedTransaction {
+  /** Runs `effect` joined to the transaction (its statements, writers and after-commit work). */
+  readonly join: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** The first concurrency conflict a joined writer reported (`reportConflict`), if any. */
+  readonly conflict: () => Option.Option<unknown>
+  /**
+   * COMMIT, then the connection goes back to the pool and the after-commit work runs (outside the
+   * transaction, logged on failure). Fails when the COMMIT did (the outcome is then unknown).
+   */
+  readonly commit: Effect.Effect<void, SqlError>
+  /** ROLLBACK (a failure is logged: the connection is released either way). */
+  readonly rollback: Effect.Effect<void>
+  /** Whether COMMIT or ROLLBACK already ran. */
+  readonly ended: () => boolean
+}
+
+/**
+ * Opens a transaction on a reserved connection and hands its ending to the caller: for an owner that
+ * must COMMIT in the middle of an effect it does not control (the HTTP idempotency middleware
+ * commits from the platform's pre-response handler, before the response is sent). Joined work sees
+ * it exactly as it sees a `transaction` (same rule: join, register after-commit work). The scope
+ * rolls back a transaction still open when it closes and releases the connection.
+ */
+export const openTransaction: Effect.Effect<OwnedTransaction, SqlError, SqlClient.SqlClient | Scope.Scope> =
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const connectionScope = yield* Scope.make()
+    const conn = yield* Scope.extend(sql.reserve, connectionScope).pipe(
+      Effect.onError((cause) => Scope.close(connectionScope, Exit.failCause(cause)))
+    )
+    let ended = false
+    const steps = new Map<string, Effect.Effect<void>>()
+    let conflict: Option.Option<unknown> = Option.none()
+    const registry: AfterCommitRegistry = {
+      add: (key, step) => void steps.set(key, step),
+      conflict: (error) => {
+        if (Option.isNone(conflict)) conflict = Option.some(error)
+      }
+    }
+    const release = Scope.close(connectionScope, Exit.void)
+    const rollback = Effect.suspend(() => {
+      if (ended) return Effect.void
+      ended = true
+      return conn.executeUnprepared("ROLLBACK", [], undefined).pipe(
+        Effect.catchAllCause((cause) => Effect.logWarning("ROLLBACK failed", cause)),
+        Effect.ensuring(release)
+      )
+    }).pipe(Effect.uninterruptible)
+    yield* Effect.addFinalizer(() => rollback)
+    yield* conn.executeUnprepared("BEGIN", [], undefined).pipe(
+      Effect.onError(() =>
+        Effect.suspend(() => {
+          ended = true
+          return release
+        })
+      )
+    )
+    const commit = Effect.suspend(() => {
+      if (ended) return Effect.dieMessage("the transaction already ended")
+      ended = true
+      return conn.executeUnprepared("COMMIT", [], undefined).pipe(
+        Effect.ensuring(release),
+        Effect.zipRight(
+          // After the commit nothing is joined any more: the steps run on their own.
+          detached(Effect.forEach(steps, ([key, step]) => runLogged(key, step), { discard: true }))
+        )
+      )
+    }).pipe(Effect.uninterruptible, Effect.asVoid)
+    const join = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+      effect.pipe(
+        Effect.provideService(SqlClient.TransactionConnection, [conn, 0] as const),
+        Effect.provideService(AfterCommit, registry)
+      )
+    return { join, conflict: () => conflict, commit, rollback, ended: () => ended }
+  })
 
 /**
  * Runs `effect` in the caller's transaction, or opens one and owns it: after its commit it runs what

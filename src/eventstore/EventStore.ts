@@ -7,6 +7,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Context, Effect, Either, Layer, Option, ParseResult, Schedule, Schema } from "effect"
 import { UUID_PATTERN, uuidv7FromMillis } from "../base/Uuid.js"
 import { inTransaction } from "../db/Sql.js"
+import { reportConflict } from "../db/Transaction.js"
 import { AppendSignal } from "./AppendSignal.js"
 import type { Checkpoint } from "./Checkpoint.js"
 import { type AnyEventType, EVENT_TYPE_NAME, isShredded } from "./EventType.js"
@@ -614,7 +615,15 @@ export const makeEventStore = Effect.gen(function* () {
   const joinOrStandalone = <A>(once: Effect.Effect<A, AppendError | SqlError>) =>
     Effect.flatMap(inTransaction, (joined) =>
       joined
-        ? Effect.tap(once, () => signal.notifyAfterCommit)
+        ? once.pipe(
+            Effect.tap(() => signal.notifyAfterCommit),
+            // The owner retries the whole transaction: tell it even when the caller swallows this.
+            Effect.tapError((e) =>
+              e._tag === "WrongExpectedVersion" || e._tag === "StreamOrderingConflict"
+                ? reportConflict(e)
+                : Effect.void
+            )
+          )
         : once.pipe(
             Effect.retry({ while: (e) => e._tag === "StreamOrderingConflict", schedule: orderingRetry }),
             Effect.tap(() => signal.notify)

@@ -1,22 +1,40 @@
 /**
  * Idempotent retries with the IETF `Idempotency-Key` header (design/API.md "Idempotency"), on every
- * POST, PUT, PATCH and DELETE of both surfaces.
+ * POST, PUT, PATCH and DELETE of both surfaces. Exactly once: a request with a key either committed
+ * its writes TOGETHER WITH its stored response, or left nothing behind.
  *
  * - Scope = (requester, key). Authentication has not run yet when this middleware does, so the
  *   requester is the SHA-256 of the `Authorization` header (`anonymous:<client ip>` without one; see
  *   `requesterKey`); the same credential sent in another form (a refreshed token) is another scope.
- * - The key is claimed atomically (one `INSERT … ON CONFLICT`) as `in_flight` under a 60 s lease the
- *   running request renews, so a crashed process's claim lapses instead of blocking the key.
- * - Same key + same request (method, path with query, canonical body) → the stored status, body and
- *   relevant headers again, with `Idempotent-Replayed: true` and the replay's own `Request-Id` (the
- *   stored body keeps the original request id). Same key + another request → 422
- *   `idempotency_key_reused`; same key while the first still runs → 409
- *   `idempotency_request_in_progress`.
- * - What is stored: the final response (after `apiMiddleware` normalized it) of a request that ran —
- *   2xx, 3xx and 4xx except rejections before any side effect: 400, 401, 403, 404, 405, 408, 413,
- *   415, 429 (and 499, a client that went away). For those the key is released, so a corrected
- *   retry with the same key executes. A 5xx also releases the key: a command is one transaction, so
- *   a 5xx left no state behind and the retry must run again.
+ * - A request with a key runs in ONE transaction this middleware opens and owns (db/Transaction
+ *   `openTransaction`): every use case's `transact`, command, append and due-work write in the
+ *   handler joins it. In it, first the key's lock (a transaction-scoped advisory lock on the key's
+ *   hash, taken without waiting), then the key's row is read again; then the handler runs. From the
+ *   platform's pre-response handler — after `apiMiddleware` normalized the response, BEFORE a byte of
+ *   it is sent — the response is written into the key's row and the transaction COMMITs (response
+ *   and writes at once), or the transaction ROLLs BACK (a response that is not stored: nothing of the
+ *   request is kept, even writes made before a 4xx). A client that goes away after the commit gets
+ *   the stored response on its retry; one that goes away before it gets a request that never happened.
+ * - A crashed process holds nothing: its lock goes with its connection, and its transaction either
+ *   committed (the retry replays the response) or did not (the retry runs). No lease, no waiting.
+ * - Same key + same request → the stored status, body and relevant headers again, with
+ *   `Idempotent-Replayed: true` and the replay's own `Request-Id` (the stored body keeps the original
+ *   request id). Same key + another request → 422 `idempotency_key_reused`. Same key while the first
+ *   still runs → 409 `idempotency_request_in_progress`: answered from this process's table of running
+ *   keys before any SQL (embedded PostgreSQL has one connection, which the running request holds), or
+ *   from the lock held by another process (which cannot tell another request from the same one:
+ *   409 there, the 422 once it completed).
+ * - What is stored: the final response of a request that ran — 2xx, 3xx and 4xx except rejections
+ *   before any side effect: 400, 401, 403, 404, 405, 408, 413, 415, 429 (and 499, a client that went
+ *   away). For those, and for a 5xx, the transaction rolls back and the key stays free, so a
+ *   (corrected) retry with the same key executes. Headers that a handler adds in a pre-response
+ *   handler of its own (`Retry-After` of a 429) are not stored; no stored status carries one.
+ * - A joined writer that loses a race (a concurrency conflict, `reportConflict`) makes the whole
+ *   request run again in a new transaction — its response is never sent — through
+ *   `CommandRunner.retrying`, queued on the contested stream like `transact`, 5 attempts in total;
+ *   the last attempt's response is answered as it is (and not stored).
+ * - The cost: such a request holds a connection (on embedded PostgreSQL, THE connection) for its
+ *   whole run, slow work (password hashing) included. Requests without a key are untouched.
  * - Rows live 24 h from the first request (timestamps from Effect's `Clock`, never `now()`); the
  *   `http.idempotency-purge` processor deletes expired ones, and an expired row is free for reuse
  *   even before it is purged.
@@ -31,7 +49,9 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Duration, Effect, Fiber, Option } from "effect"
 import { CurrentRequestId } from "../base/RequestId.js"
 import { AppConfig } from "../config.js"
+import { openTransaction } from "../db/Transaction.js"
 import { Keyring } from "../eventstore/Keyring.js"
+import { CommandRunner, isConcurrencyConflict } from "../kernel/CommandRunner.js"
 import { processor } from "../processors/Supervisor.js"
 import { MAX_BODY_BYTES } from "./middleware.js"
 import { errorResponse, requesterKey } from "./RateLimit.js"
@@ -40,8 +60,6 @@ export const IDEMPOTENCY_KEY_HEADER = "idempotency-key"
 export const IDEMPOTENT_REPLAYED_HEADER = "idempotent-replayed"
 /** How long a key and its response are kept. */
 export const IDEMPOTENCY_TTL: Duration.Duration = Duration.hours(24)
-/** How long an in-flight claim survives without being renewed (a crashed process). */
-export const IDEMPOTENCY_LEASE: Duration.Duration = Duration.seconds(60)
 
 const UNSAFE_METHODS: ReadonlySet<string> = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
@@ -120,11 +138,6 @@ export const idempotencyTarget = (input: {
   fingerprint: sha256(`${input.method}\n${input.path}\n${bodyDigest(input.body, input.contentType ?? "")}`)
 })
 
-/** A claimed key; the claim token fences completion and release. */
-export interface IdempotencyClaim extends IdempotencyTarget {
-  readonly token: string
-}
-
 export interface StoredResponse {
   readonly status: number
   readonly contentType: string | null
@@ -132,15 +145,15 @@ export interface StoredResponse {
   readonly body: Uint8Array
 }
 
-export type ClaimOutcome =
-  | { readonly _tag: "Claimed"; readonly claim: IdempotencyClaim }
+/** What a key's row says about a request carrying it. */
+export type KeyOutcome =
+  /** No completed response (never used, expired, or unreadable): the request runs. */
+  | { readonly _tag: "Absent" }
   | { readonly _tag: "Replay"; readonly response: StoredResponse }
-  | { readonly _tag: "InProgress" }
   | { readonly _tag: "Mismatch"; readonly method: string; readonly path: string }
 
 export interface IdempotencyTimings {
   readonly ttl?: Duration.DurationInput
-  readonly lease?: Duration.DurationInput
 }
 
 interface KeyRow {
@@ -152,7 +165,6 @@ interface KeyRow {
   readonly contentType: string | null
   readonly headers: unknown
   readonly body: Uint8Array | null
-  readonly leaseUntil: Date | null
   readonly expiresAt: Date
 }
 
@@ -166,131 +178,102 @@ const stringRecord = (value: unknown): Record<string, string> => {
 
 const nowDate = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
 
-/**
- * Claims `target.key` for `target.scopeHash`: a new key, an expired one or an in-flight one whose
- * lease ran out becomes ours; otherwise the outcome says what the existing claim means for this
- * request.
- */
-export const claimIdempotencyKey = (
-  target: IdempotencyTarget,
-  timings: IdempotencyTimings = {}
-): Effect.Effect<ClaimOutcome, SqlError, SqlClient.SqlClient | Keyring> =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const keyring = yield* Keyring
-    const ttl = Duration.toMillis(timings.ttl ?? IDEMPOTENCY_TTL)
-    const lease = Duration.toMillis(timings.lease ?? IDEMPOTENCY_LEASE)
-    // A row can vanish (released) or lapse between the two statements: try again a few times.
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const now = yield* nowDate
-      const token = randomBytes(16).toString("hex")
-      const claimed = yield* sql<{ token: string }>`
-        INSERT INTO http.idempotency_keys AS k
-          (scope_hash, key, fingerprint, method, path, state, claim_token, lease_until, created_at, expires_at)
-        VALUES (${target.scopeHash}, ${target.key}, ${target.fingerprint}, ${target.method}, ${target.path},
-                'in_flight', ${token}, ${new Date(now.getTime() + lease)}, ${now},
-                ${new Date(now.getTime() + ttl)})
-        ON CONFLICT (scope_hash, key) DO UPDATE
-          SET fingerprint = EXCLUDED.fingerprint, method = EXCLUDED.method, path = EXCLUDED.path,
-              state = 'in_flight', claim_token = EXCLUDED.claim_token, lease_until = EXCLUDED.lease_until,
-              status = NULL, content_type = NULL, headers = NULL, body = NULL,
-              created_at = EXCLUDED.created_at, completed_at = NULL, expires_at = EXCLUDED.expires_at
-          WHERE k.expires_at <= ${now} OR (k.state = 'in_flight' AND k.lease_until <= ${now})
-        RETURNING k.claim_token AS token`
-      if (claimed[0]?.token === token) return { _tag: "Claimed", claim: { ...target, token } }
-      const rows = yield* sql<KeyRow>`
-        SELECT fingerprint, method, path, state, status, content_type AS "contentType", headers, body,
-               lease_until AS "leaseUntil", expires_at AS "expiresAt"
-          FROM http.idempotency_keys
-         WHERE scope_hash = ${target.scopeHash} AND key = ${target.key}`
-      const row = rows[0]
-      if (!row) continue
-      const at = now.getTime()
-      if (row.expiresAt.getTime() <= at) continue
-      if (row.state === "in_flight" && (row.leaseUntil?.getTime() ?? 0) <= at) continue
-      if (row.fingerprint !== target.fingerprint) {
-        return { _tag: "Mismatch", method: row.method, path: row.path }
-      }
-      if (row.state !== "completed" || row.status === null) return { _tag: "InProgress" }
-      const body = keyring.openBytes(row.body ?? new Uint8Array(), sealContext(target))
-      if (Option.isNone(body)) {
-        // Stored under another master key (rotated): the response cannot be replayed, so the
-        // key is given up and this request runs.
-        yield* Effect.logWarning(
-          "a stored idempotent response could not be decrypted; the request runs again"
-        )
-        yield* sql`DELETE FROM http.idempotency_keys WHERE scope_hash = ${target.scopeHash} AND key = ${target.key}
-                     AND fingerprint = ${row.fingerprint} AND state = 'completed'`
-        continue
-      }
-      return {
-        _tag: "Replay",
-        response: {
-          status: row.status,
-          contentType: row.contentType,
-          headers: stringRecord(row.headers),
-          body: body.value
-        }
-      }
-    }
-    return { _tag: "InProgress" }
-  })
-
 /** What a stored body's ciphertext is bound to: its row. */
 const sealContext = (target: Pick<IdempotencyTarget, "scopeHash" | "key">) =>
   `idempotency:${target.scopeHash}:${target.key}`
 
 /**
- * Stores the response of a claimed request, its body encrypted (it may carry a secret shown once,
- * like a new API key). False when the claim was no longer ours.
+ * Reads `target.key`'s row: the stored response of a completed request (or the request it belongs
+ * to, when it is another one). Rows left `in_flight` by an earlier version of this middleware hold
+ * no outcome and count as absent, like expired rows and responses sealed under a retired master key.
  */
-export const completeIdempotencyKey = (
-  claim: IdempotencyClaim,
-  response: StoredResponse
-): Effect.Effect<boolean, SqlError, SqlClient.SqlClient | Keyring> =>
+export const lookupIdempotencyKey = (
+  target: IdempotencyTarget
+): Effect.Effect<KeyOutcome, SqlError, SqlClient.SqlClient | Keyring> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const keyring = yield* Keyring
     const now = yield* nowDate
-    const body = keyring.sealBytes(response.body, sealContext(claim))
-    const rows = yield* sql`
-      UPDATE http.idempotency_keys
-         SET state = 'completed', status = ${response.status}, content_type = ${response.contentType},
-             headers = ${JSON.stringify(response.headers)}::jsonb, body = ${body},
-             lease_until = NULL, completed_at = ${now}
-       WHERE scope_hash = ${claim.scopeHash} AND key = ${claim.key} AND claim_token = ${claim.token}
-         AND state = 'in_flight'
-      RETURNING 1 AS ok`
-    return rows.length > 0
+    const rows = yield* sql<KeyRow>`
+      SELECT fingerprint, method, path, state, status, content_type AS "contentType", headers, body,
+             expires_at AS "expiresAt"
+        FROM http.idempotency_keys
+       WHERE scope_hash = ${target.scopeHash} AND key = ${target.key}`
+    const row = rows[0]
+    if (!row || row.expiresAt.getTime() <= now.getTime()) return { _tag: "Absent" } as const
+    if (row.state !== "completed" || row.status === null) return { _tag: "Absent" } as const
+    if (row.fingerprint !== target.fingerprint) {
+      return { _tag: "Mismatch", method: row.method, path: row.path } as const
+    }
+    const body = keyring.openBytes(row.body ?? new Uint8Array(), sealContext(target))
+    if (Option.isNone(body)) {
+      // Stored under another master key (rotated): it cannot be replayed, so the request runs.
+      yield* Effect.logWarning("a stored idempotent response could not be decrypted; the request runs again")
+      return { _tag: "Absent" } as const
+    }
+    return {
+      _tag: "Replay",
+      response: {
+        status: row.status,
+        contentType: row.contentType,
+        headers: stringRecord(row.headers),
+        body: body.value
+      }
+    } as const
   })
 
-/** Frees a claimed key (nothing to keep): the next request with it runs. */
-export const releaseIdempotencyKey = (
-  claim: IdempotencyClaim
-): Effect.Effect<void, SqlError, SqlClient.SqlClient> =>
-  Effect.flatMap(
-    SqlClient.SqlClient,
-    (sql) => sql`
-      DELETE FROM http.idempotency_keys
-       WHERE scope_hash = ${claim.scopeHash} AND key = ${claim.key} AND claim_token = ${claim.token}
-         AND state = 'in_flight'`
-  ).pipe(Effect.asVoid)
-
-/** Extends an in-flight claim's lease. False when it is no longer ours (or no longer in flight). */
-export const renewIdempotencyKey = (
-  claim: IdempotencyClaim,
-  lease: Duration.DurationInput = IDEMPOTENCY_LEASE
-): Effect.Effect<boolean, SqlError, SqlClient.SqlClient> =>
+/**
+ * Writes the response of a request that ran into its key's row, its body encrypted (it may carry a
+ * secret shown once, like a new API key). Called in the request's own transaction, by the holder of
+ * the key's lock, after `lookupIdempotencyKey` found no live outcome: whatever row is there (expired,
+ * unreadable, a legacy `in_flight` claim) is replaced.
+ */
+export const storeIdempotencyResponse = (
+  target: IdempotencyTarget,
+  response: StoredResponse,
+  timings: IdempotencyTimings = {}
+): Effect.Effect<void, SqlError, SqlClient.SqlClient | Keyring> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
+    const keyring = yield* Keyring
     const now = yield* nowDate
-    const rows = yield* sql`
-      UPDATE http.idempotency_keys SET lease_until = ${new Date(now.getTime() + Duration.toMillis(lease))}
-       WHERE scope_hash = ${claim.scopeHash} AND key = ${claim.key} AND claim_token = ${claim.token}
-         AND state = 'in_flight'
-      RETURNING 1 AS ok`
-    return rows.length > 0
+    const expires = new Date(now.getTime() + Duration.toMillis(timings.ttl ?? IDEMPOTENCY_TTL))
+    const body = keyring.sealBytes(response.body, sealContext(target))
+    yield* sql`
+      INSERT INTO http.idempotency_keys AS k
+        (scope_hash, key, fingerprint, method, path, state, claim_token, lease_until, status, content_type,
+         headers, body, created_at, completed_at, expires_at)
+      VALUES (${target.scopeHash}, ${target.key}, ${target.fingerprint}, ${target.method}, ${target.path},
+              'completed', ${randomBytes(16).toString("hex")}, NULL, ${response.status}, ${response.contentType},
+              ${JSON.stringify(response.headers)}::jsonb, ${body}, ${now}, ${now}, ${expires})
+      ON CONFLICT (scope_hash, key) DO UPDATE
+        SET fingerprint = EXCLUDED.fingerprint, method = EXCLUDED.method, path = EXCLUDED.path,
+            state = 'completed', claim_token = EXCLUDED.claim_token, lease_until = NULL,
+            status = EXCLUDED.status, content_type = EXCLUDED.content_type, headers = EXCLUDED.headers,
+            body = EXCLUDED.body, created_at = EXCLUDED.created_at, completed_at = EXCLUDED.completed_at,
+            expires_at = EXCLUDED.expires_at`
   })
+
+/**
+ * The key's lock: a transaction-scoped advisory lock on 63 bits of the key's hash (the one-`bigint`
+ * advisory key space, apart from the two-`int4` one projections use). Held until the request's
+ * transaction ends; a process that dies loses it with its connection.
+ */
+export const idempotencyLockKey = (target: Pick<IdempotencyTarget, "scopeHash" | "key">): string =>
+  BigInt.asIntN(64, BigInt(`0x${sha256(`${target.scopeHash}\n${target.key}`).slice(0, 16)}`)).toString()
+
+/** Takes the key's lock in the current transaction without waiting; false when another holds it. */
+export const tryLockIdempotencyKey = (
+  target: IdempotencyTarget
+): Effect.Effect<boolean, SqlError, SqlClient.SqlClient> =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(
+      sql<{
+        locked: boolean
+      }>`SELECT pg_try_advisory_xact_lock(${idempotencyLockKey(target)}::bigint) AS locked`,
+      (rows) => rows[0]?.locked === true
+    )
+  )
 
 /** Deletes up to `batchSize` expired keys; returns how many went. */
 export const purgeExpiredIdempotencyKeys = (
@@ -370,6 +353,41 @@ const replay = (stored: StoredResponse) =>
         })
   })
 
+const inProgress = () =>
+  errorResponse(409, {
+    code: "idempotency_request_in_progress",
+    message: "A request with this Idempotency-Key is still being processed; retry later"
+  })
+
+const reused = (method: string, path: string) =>
+  errorResponse(422, {
+    code: "idempotency_key_reused",
+    message: `This Idempotency-Key was already used with a different request (${method} ${path.split("?")[0]}); use a new key for a new request`
+  })
+
+/** An answer given without running the request, or the response the request produced. */
+type Attempt =
+  | { readonly _tag: "Answer"; readonly response: HttpServerResponse.HttpServerResponse }
+  /** The app ran; the platform sent its response itself. */
+  | { readonly _tag: "Ran"; readonly response: HttpServerResponse.HttpServerResponse }
+
+/** The concurrency conflict a joined writer reported (as `CommandRunner`'s retry recognizes it). */
+interface LostRace {
+  readonly _tag: "WrongExpectedVersion" | "StreamOrderingConflict"
+  readonly streamId: string
+}
+
+/**
+ * Thrown through the platform's response path when an attempt lost a race: its response must not be
+ * sent, the request runs again.
+ */
+class Abandoned {
+  readonly _tag = "IdempotencyAttemptAbandoned"
+}
+
+/** How many times a request whose transaction lost a race runs in total (as `transact`). */
+const MAX_ATTEMPTS = 5
+
 export interface IdempotencyMiddlewareOptions extends IdempotencyTimings {}
 
 /**
@@ -377,11 +395,14 @@ export interface IdempotencyMiddlewareOptions extends IdempotencyTimings {}
  * straight through. Database failures are defects (a 500 from `apiMiddleware`).
  */
 export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}) => {
-  const lease = Duration.decode(options.lease ?? IDEMPOTENCY_LEASE)
-  const heartbeatEvery = Duration.millis(Math.max(10, Duration.toMillis(lease) / 3))
+  /**
+   * Keys running in this process (`scope\nkey` → the request's fingerprint), until their transaction
+   * ended: a duplicate never waits on the database.
+   */
+  const running = new Map<string, { readonly fingerprint: string }>()
   return <E, R>(
     app: HttpApp.Default<E, R>
-  ): HttpApp.Default<E, R | SqlClient.SqlClient | AppConfig | Keyring> =>
+  ): HttpApp.Default<E, R | SqlClient.SqlClient | AppConfig | Keyring | CommandRunner> =>
     Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
       if (!UNSAFE_METHODS.has(request.method)) return yield* app
@@ -401,8 +422,7 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
       )
       if (body._tag === "Left") return yield* app
       const config = yield* AppConfig
-      const sql = yield* SqlClient.SqlClient
-      const keyring = yield* Keyring
+      const runner = yield* CommandRunner
       const target = idempotencyTarget({
         requester: requesterKey(request, config.trustProxyHops),
         key: key.value,
@@ -411,59 +431,115 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
         body: body.right,
         contentType: request.headers["content-type"] ?? ""
       })
-      const outcome = yield* Effect.orDie(claimIdempotencyKey(target, options))
-      switch (outcome._tag) {
-        case "Replay":
-          return yield* replay(outcome.response)
-        case "InProgress":
-          return yield* errorResponse(409, {
-            code: "idempotency_request_in_progress",
-            message: "A request with this Idempotency-Key is still being processed; retry later"
-          })
-        case "Mismatch":
-          return yield* errorResponse(422, {
-            code: "idempotency_key_reused",
-            message: `This Idempotency-Key was already used with a different request (${outcome.method} ${outcome.path.split("?")[0]}); use a new key for a new request`
-          })
+      // 1. The same key running here: answered before touching the database (embedded PostgreSQL
+      //    has one connection, which the running request's transaction holds).
+      const slot = `${target.scopeHash}\n${target.key}`
+      const current = running.get(slot)
+      if (current !== undefined) {
+        return yield* current.fingerprint === target.fingerprint
+          ? inProgress()
+          : reused(target.method, target.path)
       }
-      const claim = outcome.claim
-      let settled = false
-      const logFailure = (what: string) =>
-        Effect.catchAllCause((cause) => Effect.logError(`idempotency: could not ${what}`, cause))
-      // Runs after apiMiddleware's normalizer and before the platform sends the response.
-      const settle = (response: HttpServerResponse.HttpServerResponse) =>
-        Effect.suspend(() => {
-          if (settled) return Effect.void
-          settled = true
-          const stored = storable(response)
-          return Option.isSome(stored) && isStoredStatus(response.status)
-            ? completeIdempotencyKey(claim, stored.value).pipe(
-                Effect.tap((ok) =>
-                  ok ? Effect.void : Effect.logWarning("idempotency: the claim was lost before completion")
-                ),
-                logFailure("store the response")
+      const mine = { fingerprint: target.fingerprint }
+      running.set(slot, mine)
+      // Once the transaction ended the database answers for the key: the platform may still be
+      // sending the response (or waiting forever on a socket the client closed).
+      const done = () => {
+        if (running.get(slot) === mine) running.delete(slot)
+      }
+
+      const answer = (outcome: KeyOutcome) =>
+        outcome._tag === "Replay"
+          ? Effect.map(replay(outcome.response), (response) => Option.some(response))
+          : outcome._tag === "Mismatch"
+            ? Effect.map(reused(outcome.method, outcome.path), Option.some)
+            : Effect.succeed(Option.none<HttpServerResponse.HttpServerResponse>())
+
+      let attempts = 0
+      /** One run of the request in its own transaction, which this middleware owns and ends. */
+      const attempt = Effect.scoped(
+        Effect.gen(function* () {
+          attempts++
+          const tx = yield* openTransaction
+          // 3. The key's lock, then its row again: a request that committed meanwhile is visible now.
+          const locked = yield* tx.join(tryLockIdempotencyKey(target))
+          if (!locked) return { _tag: "Answer", response: yield* inProgress() } satisfies Attempt
+          const known = yield* answer(yield* tx.join(lookupIdempotencyKey(target)))
+          if (Option.isSome(known)) return { _tag: "Answer", response: known.value } satisfies Attempt
+          const last = attempts >= MAX_ATTEMPTS
+          let abandoned = false
+          // Runs after apiMiddleware's normalizer, before the platform sends the response: the response
+          // is stored and committed with the request's writes, or everything is rolled back, first.
+          const settle = (response: HttpServerResponse.HttpServerResponse) =>
+            Effect.gen(function* () {
+              if (abandoned) return yield* Effect.fail(new Abandoned())
+              if (tx.ended()) return response
+              if (Option.isSome(tx.conflict()) && !last) {
+                abandoned = true
+                yield* tx.rollback
+                return yield* Effect.fail(new Abandoned())
+              }
+              const stored = storable(response)
+              if (Option.isNone(stored) || !isStoredStatus(response.status) || Option.isSome(tx.conflict())) {
+                yield* tx.rollback
+                done()
+                return response
+              }
+              const committed = yield* storeIdempotencyResponse(target, stored.value, options).pipe(
+                Effect.zipRight(tx.commit),
+                Effect.as(true),
+                Effect.catchAllCause((cause) =>
+                  Effect.as(Effect.logError("idempotency: could not commit the request", cause), false)
+                )
               )
-            : releaseIdempotencyKey(claim).pipe(logFailure("release the key"))
-        }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(Keyring, keyring))
-      // The platform runs middleware uninterruptibly: the heartbeat must be interruptible itself.
-      const heartbeat = yield* Effect.fork(
-        Effect.sleep(heartbeatEvery).pipe(
-          Effect.zipRight(renewIdempotencyKey(claim, lease)),
-          logFailure("renew the lease"),
-          Effect.forever,
-          Effect.interruptible
-        )
+              // Not known to be committed otherwise: the retry finds the stored response or runs.
+              if (!committed) yield* tx.rollback
+              done()
+              if (committed) return response
+              return yield* errorResponse(500, {
+                code: "internal_error",
+                message: "An internal error occurred. It has been logged; retry later."
+              })
+            }).pipe(
+              // The platform's handler type: only response errors; the marker travels as one.
+              (effect) => effect as Effect.Effect<HttpServerResponse.HttpServerResponse, never>
+            )
+          // The handler runs in a daemon fiber, which a client that goes away does not interrupt (the
+          // platform interrupts the request's fiber and the fibers it forked): a request with a key
+          // runs to its end and its outcome is there for the retry, and no statement is cancelled
+          // half-way (a cancel needs a second connection, which embedded PostgreSQL does not have).
+          // The request's fiber waits for it uninterruptibly: the connection is the handler's until
+          // `settle` ended the transaction.
+          const handling = yield* Effect.forkDaemon(
+            tx.join(HttpApp.withPreResponseHandler(app, (_request, response) => settle(response)))
+          )
+          const ran = yield* Effect.uninterruptible(Fiber.join(handling)).pipe(
+            Effect.map((response): Attempt => ({ _tag: "Ran", response })),
+            Effect.catchAllCause((cause) =>
+              // Lost a race: fail with the conflict so `retrying` runs the request again.
+              abandoned
+                ? Effect.fail<E | LostRace>(Option.getOrUndefined(tx.conflict()) as LostRace)
+                : Effect.failCause<E | LostRace>(cause)
+            )
+          )
+          return ran
+        })
       )
-      return yield* HttpApp.withPreResponseHandler(app, (_request, response) =>
-        Effect.as(settle(response), response)
-      ).pipe(
-        Effect.ensuring(Fiber.interrupt(heartbeat)),
-        // No response reached the pre-response handler (interrupted, or failed before one existed).
-        Effect.ensuring(
-          Effect.suspend(() =>
-            settled ? Effect.void : releaseIdempotencyKey(claim).pipe(logFailure("release the key"))
+
+      const outcome = yield* Effect.gen(function* () {
+        // 2. A completed key answers without a transaction.
+        const known = yield* answer(yield* Effect.orDie(lookupIdempotencyKey(target)))
+        if (Option.isSome(known)) return { _tag: "Answer", response: known.value } satisfies Attempt
+        return yield* runner.retrying(attempt, { attempts: MAX_ATTEMPTS }).pipe(
+          Effect.catchIf(
+            (error): error is SqlError | LostRace =>
+              isConcurrencyConflict(error) ||
+              (typeof error === "object" && error !== null && "_tag" in error && error._tag === "SqlError"),
+            (error) => Effect.die(error)
           )
         )
-      )
+      }).pipe(Effect.ensuring(Effect.sync(done)))
+      // A "Ran" response was sent by the platform already; returning it does not send it again.
+      return outcome.response
     })
 }

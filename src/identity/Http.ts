@@ -5,6 +5,7 @@
 import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { AppConfig } from "../config.js"
+import { detached } from "../db/Transaction.js"
 import { CurrentActor } from "../http/Auth.js"
 import { clientIp } from "../http/RateLimit.js"
 import { IdentityRoutes } from "./Api.js"
@@ -59,7 +60,8 @@ export const AuthHttpLive = HttpApiBuilder.group(IdentityRoutes, "auth", (handle
       )
       .handle("requestPasswordReset", ({ payload }) =>
         // Answered at once, the work done apart: response time says nothing about the account.
-        Effect.as(Effect.forkDaemon(identity.requestPasswordReset(payload.email)), {
+        // Apart from the request's transaction too (an Idempotency-Key request runs in one).
+        Effect.as(Effect.forkDaemon(detached(identity.requestPasswordReset(payload.email))), {
           status: "accepted" as const
         })
       )

@@ -72,6 +72,15 @@ export interface CommandRunnerShape {
    * the commit it wakes local processors and writes snapshots.
    */
   readonly transact: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
+  /**
+   * `transact`'s retry for an owner that opens and ends its transaction itself (the HTTP idempotency
+   * middleware): runs `attempt` — one whole transaction — again when it fails with a concurrency
+   * conflict, queued behind the contested stream's in-process writers, up to `attempts` (5) in total.
+   */
+  readonly retrying: <A, E, R>(
+    attempt: Effect.Effect<A, E, R>,
+    options?: { readonly attempts?: number }
+  ) => Effect.Effect<A, E, R>
   readonly execute: <C, E extends DomainEvent, S, Err>(
     decider: Decider<C, E, S, Err>,
     streamId: string,
@@ -145,10 +154,14 @@ export const makeCommandRunner = Effect.gen(function* () {
   const owning = <A, E, R>(
     effect: Effect.Effect<A, E, R>,
     options: { readonly attempts?: number; readonly streamId?: string }
-  ): Effect.Effect<A, E | SqlError, R> => {
+  ): Effect.Effect<A, E | SqlError, R> => retrying(transaction(effect), options)
+
+  const retrying = <A, E, R>(
+    once: Effect.Effect<A, E, R>,
+    options: { readonly attempts?: number; readonly streamId?: string }
+  ): Effect.Effect<A, E, R> => {
     const attempts = Math.max(1, options.attempts ?? 5)
-    const once = transaction(effect)
-    const run = (n: number, hot: string | undefined): Effect.Effect<A, E | SqlError, R> =>
+    const run = (n: number, hot: string | undefined): Effect.Effect<A, E, R> =>
       (hot === undefined ? once : mailbox.run(hot, once)).pipe(
         Effect.catchIf(
           (error) => n < attempts && isConcurrencyConflict(error),
@@ -441,6 +454,7 @@ export const makeCommandRunner = Effect.gen(function* () {
 
   const runner: CommandRunnerShape = {
     transact: (effect) => Effect.flatMap(inTransaction, (joined) => (joined ? effect : owning(effect, {}))),
+    retrying: (attempt, options = {}) => retrying(attempt, options),
     execute: (decider, streamId, command, options = {}) =>
       Effect.flatMap(inTransaction, (joined) =>
         joined

@@ -16,8 +16,11 @@ import {
 import { NodeHttpServer } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { describe, it, layer } from "@effect/vitest"
-import { Deferred, Duration, Effect, Fiber, Layer, Logger, LogLevel, Option, Schedule, Schema } from "effect"
+import { Deferred, Effect, Fiber, Layer, Logger, LogLevel, Option, Redacted, Schedule, Schema } from "effect"
+import pg from "pg"
 import { expect } from "vitest"
+import { AppConfig } from "../../src/config.js"
+import { isUniqueViolation } from "../../src/db/Sql.js"
 import { PersistenceLive } from "../../src/eventstore/layers.js"
 import { Authentication, AuthenticationLive, CredentialVerifier, NoRouteScopes } from "../../src/http/Auth.js"
 import {
@@ -30,8 +33,7 @@ import {
   UnsupportedMediaType
 } from "../../src/http/errors.js"
 import {
-  claimIdempotencyKey,
-  IDEMPOTENCY_LEASE,
+  idempotencyLockKey,
   idempotencyMiddleware,
   idempotencyPurgeProcessor,
   idempotencyTarget,
@@ -45,9 +47,11 @@ import {
   rateLimitPolicy,
   requesterKey
 } from "../../src/http/RateLimit.js"
+import { CommandRunnerLive } from "../../src/kernel/CommandRunner.js"
+import { ProjectionsLive } from "../../src/kernel/Projection.js"
 import { processors } from "../../src/registry.js"
 import { makeShiftedClock } from "../support/clock.js"
-import { testConfig } from "../support/database.js"
+import { testConfig, usingRealPostgres } from "../support/database.js"
 
 // --- Time the server runs on: the live clock shifted by an offset the tests move forward ----------
 
@@ -61,6 +65,7 @@ let hold: { readonly started: Deferred.Deferred<void>; readonly gate: Deferred.D
 let throttled = false
 let failNext = false
 let flipAccepted = false
+const vanished = new Set<string>()
 
 const Order = Schema.Struct({ item: Schema.String, quantity: Schema.optional(Schema.Int) })
 const Created = Schema.Struct({ id: Schema.String, item: Schema.String, execution: Schema.Int })
@@ -78,6 +83,12 @@ class Probe extends HttpApiGroup.make("probe")
   .add(HttpApiEndpoint.del("remove", "/probe/orders/:id").setPath(Schema.Struct({ id: Schema.String })))
   .add(
     HttpApiEndpoint.post("limited", "/probe/limited").setPayload(Order).addSuccess(Created, { status: 201 })
+  )
+  .add(
+    HttpApiEndpoint.post("unique", "/probe/unique")
+      .setPayload(Order)
+      .addSuccess(Created, { status: 201 })
+      .addError(Conflict)
   )
   .add(HttpApiEndpoint.get("count", "/probe/count").addSuccess(Schema.Struct({ total: Schema.Int }))) {}
 
@@ -147,6 +158,28 @@ const ProbeHandlers = Layer.mergeAll(
       .handle("other", ({ payload }) => execute(`other:${payload.item}`))
       .handle("remove", ({ path }) => Effect.asVoid(execute(`delete:${path.id}`)))
       .handle("limited", ({ payload }) => execute(payload.item))
+      .handle("unique", ({ payload }) =>
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          // A uniqueness rule, checked by the database as a command's append would be.
+          const inserted = yield* sql`INSERT INTO probe_unique (item) VALUES (${payload.item})`.pipe(
+            Effect.as(true),
+            Effect.catchIf(isUniqueViolation, () => Effect.succeed(false)),
+            Effect.orDie
+          )
+          if (!inserted) {
+            return yield* Effect.fail(
+              Conflict.of({ code: "resource_already_exists", message: "already there" })
+            )
+          }
+          // The request ends without its answer after its write (the process went away).
+          if (payload.item.startsWith("vanish") && !vanished.has(payload.item)) {
+            vanished.add(payload.item)
+            return yield* Effect.interrupt
+          }
+          return yield* execute(`unique:${payload.item}`)
+        })
+      )
       .handle("count", () =>
         Effect.sync(() => ({ total: [...executions.values()].reduce((a, b) => a + b, 0) }))
       )
@@ -168,6 +201,7 @@ const ProbeServer = HttpApiBuilder.serve((app) =>
   Layer.provide(HttpApiBuilder.api(ProbeApi).pipe(Layer.provide(ProbeHandlers))),
   Layer.provideMerge(NodeHttpServer.layerTest),
   Layer.provide(RateLimiterLive),
+  Layer.provide(CommandRunnerLive.pipe(Layer.provide(ProjectionsLive([])))),
   Layer.provideMerge(
     PersistenceLive.pipe(
       Layer.provideMerge(
@@ -477,6 +511,30 @@ describe("Idempotency-Key", () => {
       })
     )
 
+    it.effect(
+      "a request that ended without its answer after a write kept nothing: the retry runs, never into the uniqueness rule",
+      () =>
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          yield* sql`CREATE TABLE IF NOT EXISTS probe_unique (item text PRIMARY KEY)`
+          const item = unique("vanish")
+          const key = unique("key")
+          const lost = yield* order({ item }, { key, path: "/probe/unique" })
+          expect(lost.status).toBe(503)
+          const rows = Effect.map(
+            sql<{ n: number }>`SELECT count(*)::int AS n FROM probe_unique WHERE item = ${item}`,
+            (r) => r[0]?.n
+          )
+          expect(yield* rows).toBe(0)
+          const retry = yield* order({ item }, { key, path: "/probe/unique" })
+          expect(retry.status, retry.text).toBe(201)
+          expect(retry.headers["idempotent-replayed"]).toBeUndefined()
+          expectReplayOf(yield* order({ item }, { key, path: "/probe/unique" }), retry)
+          expect(yield* rows).toBe(1)
+          expect(executed(`unique:${item}`)).toBe(1)
+        })
+    )
+
     it.effect("a 5xx releases the key: the retry runs again", () =>
       Effect.gen(function* () {
         const key = unique("key")
@@ -518,19 +576,56 @@ describe("Idempotency-Key", () => {
       })
     )
 
-    it.effect("a crashed process's claim blocks the key only until its lease runs out", () =>
+    it.effect("a process that died holds nothing: its key is resolvable at once", () =>
       Effect.gen(function* () {
-        const item = unique("crashed")
+        const sql = yield* SqlClient.SqlClient
+        const body = { item: unique("crashed") }
         const key = unique("key")
-        const body = { item }
-        // Another process claimed the key for this very request and died.
-        const outcome = yield* claimIdempotencyKey(
-          idempotencyTarget({
+        const target = idempotencyTarget({
+          requester: requesterKey(
+            HttpServerRequest.fromWeb(
+              new Request("http://localhost/probe/orders", {
+                method: "POST",
+                headers: { authorization: "Bearer crash-token" }
+              })
+            ),
+            0
+          ),
+          key,
+          method: "POST",
+          path: "/probe/orders",
+          body: JSON.stringify(body),
+          contentType: "application/json"
+        })
+        // A claim an earlier version left behind (`in_flight`, lease still running) holds no outcome.
+        const now = new Date(shifted.unsafeCurrentTimeMillis())
+        yield* sql`INSERT INTO http.idempotency_keys
+            (scope_hash, key, fingerprint, method, path, state, claim_token, lease_until, created_at, expires_at)
+          VALUES (${target.scopeHash}, ${key}, ${target.fingerprint}, 'POST', '/probe/orders', 'in_flight', 'old',
+                  ${new Date(now.getTime() + 60_000)}, ${now}, ${new Date(now.getTime() + 86_400_000)})`
+        const r = yield* order(body, { key, token: "crash-token" })
+        expect(r.status).toBe(201)
+        expect(r.headers["idempotent-replayed"]).toBeUndefined()
+        expect(executed(body.item)).toBe(1)
+        expectReplayOf(yield* order(body, { key, token: "crash-token" }), r)
+        expect(executed(body.item)).toBe(1)
+      })
+    )
+
+    it.effect.skipIf(!usingRealPostgres)(
+      "another process running the key: 409 while its transaction lives, executed at once when it dies (PostgreSQL)",
+      () =>
+        Effect.gen(function* () {
+          const config = yield* AppConfig
+          const url = Option.map(config.databaseUrl, Redacted.value).pipe(Option.getOrThrow)
+          const body = { item: unique("other-process") }
+          const key = unique("key")
+          const target = idempotencyTarget({
             requester: requesterKey(
               HttpServerRequest.fromWeb(
                 new Request("http://localhost/probe/orders", {
                   method: "POST",
-                  headers: { authorization: "Bearer crash-token" }
+                  headers: { authorization: "Bearer other-token" }
                 })
               ),
               0
@@ -541,15 +636,36 @@ describe("Idempotency-Key", () => {
             body: JSON.stringify(body),
             contentType: "application/json"
           })
-        ).pipe(Effect.withClock(shifted))
-        expect(outcome._tag).toBe("Claimed")
-        expectError(yield* order(body, { key, token: "crash-token" }), 409, "idempotency_request_in_progress")
-        yield* advance(Duration.sum(IDEMPOTENCY_LEASE, "1 second"))
-        const r = yield* order(body, { key, token: "crash-token" })
-        expect(r.status).toBe(201)
-        expect(r.headers["idempotent-replayed"]).toBeUndefined()
-        expect(executed(item)).toBe(1)
-      })
+          // The other process: its request's transaction holds the key's lock.
+          const other = new pg.Client({ connectionString: url })
+          yield* Effect.promise(() => other.connect())
+          other.on("error", () => {})
+          yield* Effect.promise(() => other.query("BEGIN"))
+          yield* Effect.promise(() =>
+            other.query("SELECT pg_advisory_xact_lock($1::bigint)", [idempotencyLockKey(target)])
+          )
+          expectError(
+            yield* order(body, { key, token: "other-token" }),
+            409,
+            "idempotency_request_in_progress"
+          )
+          expect(executed(body.item)).toBe(0)
+          // It dies (its connection goes, uncommitted): nothing happened, the key runs at once.
+          yield* Effect.promise(async () => {
+            const stream = (other as unknown as { connection: { stream: { destroy: () => void } } })
+              .connection.stream
+            stream.destroy()
+            await new Promise((resolve) => setTimeout(resolve, 50))
+          })
+          // (The server notices the closed connection within moments: no lease to wait out.)
+          let r = yield* order(body, { key, token: "other-token" })
+          for (let i = 0; i < 50 && r.status === 409; i++) {
+            yield* Effect.sleep("20 millis")
+            r = yield* order(body, { key, token: "other-token" })
+          }
+          expect(r.status).toBe(201)
+          expect(executed(body.item)).toBe(1)
+        })
     )
 
     it.effect("after 24 h the key is free again, and the purge deletes expired keys", () =>

@@ -119,6 +119,25 @@ describe("password reset", () => {
     )
 
     it.effect(
+      "with an Idempotency-Key (its request runs in one transaction): the reset still happens, once",
+      () =>
+        Effect.gen(function* () {
+          const email = uniqueEmail()
+          const shopper = yield* registerShopper(email)
+          const headers = { "idempotency-key": `reset-${email}` }
+          const first = yield* call("POST", "/auth/password-reset", { json: { email }, headers })
+          expect(first.status, first.text).toBe(202)
+          // The work forked apart runs outside the request's transaction, after it ended.
+          yield* awaitResetEvent(shopper.userId)
+          const again = yield* call("POST", "/auth/password-reset", { json: { email }, headers })
+          expect(again.status).toBe(202)
+          expect(again.headers["idempotent-replayed"]).toBe("true")
+          yield* Effect.sleep("200 millis")
+          expect(yield* resetEventsOf(shopper.userId)).toHaveLength(1)
+        })
+    )
+
+    it.effect(
       "emits customer.password_reset with the token for a real account, nothing for an unknown one",
       () =>
         Effect.gen(function* () {
