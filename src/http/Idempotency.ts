@@ -377,8 +377,20 @@ interface LostRace {
   readonly streamId: string
 }
 
+/** The reported conflict, as the retry reads it (the event store's conflicts carry both fields). */
+const lostRace = (error: unknown): LostRace => {
+  const fields = typeof error === "object" && error !== null ? error : {}
+  return {
+    _tag:
+      "_tag" in fields && fields._tag === "StreamOrderingConflict"
+        ? "StreamOrderingConflict"
+        : "WrongExpectedVersion",
+    streamId: "streamId" in fields ? String(fields.streamId) : ""
+  }
+}
+
 /**
- * Thrown through the platform's response path when an attempt lost a race: its response must not be
+ * Thrown (as a defect) through the platform's response path when an attempt lost a race: its response must not be
  * sent, the request runs again.
  */
 class Abandoned {
@@ -461,6 +473,8 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
         Effect.gen(function* () {
           attempts++
           const tx = yield* openTransaction
+          // What `settle` needs, provided here: the platform runs pre-response handlers as `R = never`.
+          const services = yield* Effect.context<SqlClient.SqlClient | Keyring>()
           // 3. The key's lock, then its row again: a request that committed meanwhile is visible now.
           const locked = yield* tx.join(tryLockIdempotencyKey(target))
           if (!locked) return { _tag: "Answer", response: yield* inProgress() } satisfies Attempt
@@ -472,12 +486,12 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
           // is stored and committed with the request's writes, or everything is rolled back, first.
           const settle = (response: HttpServerResponse.HttpServerResponse) =>
             Effect.gen(function* () {
-              if (abandoned) return yield* Effect.fail(new Abandoned())
+              if (abandoned) return yield* Effect.die(new Abandoned())
               if (tx.ended()) return response
               if (Option.isSome(tx.conflict()) && !last) {
                 abandoned = true
                 yield* tx.rollback
-                return yield* Effect.fail(new Abandoned())
+                return yield* Effect.die(new Abandoned())
               }
               const stored = storable(response)
               if (Option.isNone(stored) || !isStoredStatus(response.status) || Option.isSome(tx.conflict())) {
@@ -485,7 +499,7 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
                 done()
                 return response
               }
-              const committed = yield* storeIdempotencyResponse(target, stored.value, options).pipe(
+              const committed = yield* tx.join(storeIdempotencyResponse(target, stored.value, options)).pipe(
                 Effect.zipRight(tx.commit),
                 Effect.as(true),
                 Effect.catchAllCause((cause) =>
@@ -500,10 +514,7 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
                 code: "internal_error",
                 message: "An internal error occurred. It has been logged; retry later."
               })
-            }).pipe(
-              // The platform's handler type: only response errors; the marker travels as one.
-              (effect) => effect as Effect.Effect<HttpServerResponse.HttpServerResponse, never>
-            )
+            })
           // The handler runs in a daemon fiber, which a client that goes away does not interrupt (the
           // platform interrupts the request's fiber and the fibers it forked): a request with a key
           // runs to its end and its outcome is there for the retry, and no statement is cancelled
@@ -511,14 +522,18 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
           // The request's fiber waits for it uninterruptibly: the connection is the handler's until
           // `settle` ended the transaction.
           const handling = yield* Effect.forkDaemon(
-            tx.join(HttpApp.withPreResponseHandler(app, (_request, response) => settle(response)))
+            tx.join(
+              HttpApp.withPreResponseHandler(app, (_request, response) =>
+                Effect.provide(settle(response), services)
+              )
+            )
           )
           const ran = yield* Effect.uninterruptible(Fiber.join(handling)).pipe(
             Effect.map((response): Attempt => ({ _tag: "Ran", response })),
             Effect.catchAllCause((cause) =>
               // Lost a race: fail with the conflict so `retrying` runs the request again.
               abandoned
-                ? Effect.fail<E | LostRace>(Option.getOrUndefined(tx.conflict()) as LostRace)
+                ? Effect.fail<E | LostRace>(lostRace(Option.getOrUndefined(tx.conflict())))
                 : Effect.failCause<E | LostRace>(cause)
             )
           )
