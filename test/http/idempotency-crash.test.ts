@@ -93,18 +93,24 @@ const rowsOf = (item: string) =>
     )
   )
 
+/** A service SIGKILLed at `hook` while it handles `item` under `key`; then the item's rows. */
+const killedDuring = (hook: string, key: string, item: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`CREATE TABLE IF NOT EXISTS probe_writes (row_id serial PRIMARY KEY, item text NOT NULL)`
+    const doomed = yield* startService(hook)
+    const lost = yield* Effect.either(post(doomed.port, key, item))
+    expect(lost._tag).toBe("Left")
+    expect(yield* exited(doomed.child)).toBe("SIGKILL")
+    return yield* rowsOf(item)
+  })
+
 describe.skipIf(!usingRealPostgres)("Idempotency-Key across a process death (PostgreSQL)", () => {
   layer(TestPersistence, { excludeTestServices: true, timeout: 180_000 })("", (it) => {
     it.scoped("killed after the handler wrote, before COMMIT: nothing happened, the retry runs at once", () =>
       Effect.gen(function* () {
-        const sql = yield* SqlClient.SqlClient
-        yield* sql`CREATE TABLE IF NOT EXISTS probe_writes (row_id serial PRIMARY KEY, item text NOT NULL)`
         const item = `before-${Date.now()}`
-        const doomed = yield* startService("after-write")
-        const lost = yield* Effect.either(post(doomed.port, "key-before", item))
-        expect(lost._tag).toBe("Left")
-        expect(yield* exited(doomed.child)).toBe("SIGKILL")
-        expect(yield* rowsOf(item)).toEqual([])
+        expect(yield* killedDuring("after-write", "key-before", item)).toEqual([])
         const next = yield* startService("")
         const retry = yield* post(next.port, "key-before", item)
         expect(retry.status, retry.text).toBe(201)
@@ -121,14 +127,8 @@ describe.skipIf(!usingRealPostgres)("Idempotency-Key across a process death (Pos
 
     it.scoped("killed between COMMIT and the response: the next process replays it at once", () =>
       Effect.gen(function* () {
-        const sql = yield* SqlClient.SqlClient
-        yield* sql`CREATE TABLE IF NOT EXISTS probe_writes (row_id serial PRIMARY KEY, item text NOT NULL)`
         const item = `after-${Date.now()}`
-        const doomed = yield* startService("after-commit")
-        const lost = yield* Effect.either(post(doomed.port, "key-after", item))
-        expect(lost._tag).toBe("Left")
-        expect(yield* exited(doomed.child)).toBe("SIGKILL")
-        const rows = yield* rowsOf(item)
+        const rows = yield* killedDuring("after-commit", "key-after", item)
         expect(rows).toHaveLength(1)
         const next = yield* startService("")
         const retry = yield* post(next.port, "key-after", item)
