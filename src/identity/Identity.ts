@@ -668,10 +668,22 @@ export const makeIdentity = Effect.gen(function* () {
         runner.execute(
           ApiKeyDecider,
           apiKeyStream(keyId),
-          { _tag: "Revoke", revokedBy: actorRef(actor) },
+          { _tag: "Revoke", revokedBy: actorRef(actor), callerHolds: (scope) => hasScope(actor, scope) },
           { metadata }
         )
-      ).pipe(Effect.catchTag("ApiKeyNotFound", () => Effect.fail(notFound("API key"))))
+      ).pipe(
+        Effect.catchTags({
+          ApiKeyNotFound: () => Effect.fail(notFound("API key")),
+          // The answer creating such a key gets (grantableScopes): nothing was appended.
+          ApiKeyScopesNotHeld: ({ missing }) =>
+            Effect.fail(
+              Forbidden.of({
+                code: "insufficient_scope",
+                message: `cannot revoke a key holding ${missing.join(", ")}: this credential does not hold ${missing.length === 1 ? "it" : "them"}`
+              })
+            )
+        })
+      )
     }).pipe(orDieUnlessHttp)
 
   // --- OAuth clients --------------------------------------------------------------------------------

@@ -60,6 +60,11 @@ export class OAuthClientAlreadyExists extends Data.TaggedError("OAuthClientAlrea
   readonly clientId: string
 }> {}
 export class ApiKeyNotFound extends Data.TaggedError("ApiKeyNotFound")<{ readonly keyId: string }> {}
+/** The revoker does not hold every scope of the key (revoking, like creating, never reaches above). */
+export class ApiKeyScopesNotHeld extends Data.TaggedError("ApiKeyScopesNotHeld")<{
+  readonly keyId: string
+  readonly missing: ReadonlyArray<string>
+}> {}
 export class OAuthClientNotFound extends Data.TaggedError("OAuthClientNotFound")<{
   readonly clientId: string
 }> {}
@@ -451,6 +456,8 @@ export const SessionDecider = defineDecider({
 export interface ApiKeyState {
   readonly status: "none" | "active" | "revoked"
   readonly keyId: string
+  /** The scopes the key was created with: only a caller holding all of them may revoke it. */
+  readonly scopes: ReadonlyArray<string>
 }
 
 export type ApiKeyCommand =
@@ -463,20 +470,28 @@ export type ApiKeyCommand =
       readonly keyLast4: string
       readonly createdBy: ActorRef
     }
-  | { readonly _tag: "Revoke"; readonly revokedBy: ActorRef }
+  | {
+      readonly _tag: "Revoke"
+      readonly revokedBy: ActorRef
+      /** Whether the revoking credential holds a scope (`hasScope`: `admin` holds every one). */
+      readonly callerHolds: (scope: string) => boolean
+    }
 
 export const ApiKeyDecider = defineDecider({
   streamType: "apikey",
   events: [ApiKeyCreated, ApiKeyRevoked],
-  initialState: { status: "none", keyId: "" } as ApiKeyState,
+  initialState: { status: "none", keyId: "", scopes: [] } as ApiKeyState,
   evolve: (state: ApiKeyState, event: ApiKeyEvent): ApiKeyState =>
     event.type === "apikey.created"
-      ? { status: "active", keyId: event.data.keyId }
+      ? { status: "active", keyId: event.data.keyId, scopes: event.data.scopes }
       : { ...state, status: "revoked" },
   decide: (
     command: ApiKeyCommand,
     state: ApiKeyState
-  ): Effect.Effect<ReadonlyArray<ApiKeyEvent>, ApiKeyNotFound | ApiKeyAlreadyExists> => {
+  ): Effect.Effect<
+    ReadonlyArray<ApiKeyEvent>,
+    ApiKeyNotFound | ApiKeyAlreadyExists | ApiKeyScopesNotHeld
+  > => {
     if (command._tag === "Create") {
       return state.status !== "none"
         ? Effect.fail(new ApiKeyAlreadyExists({ keyId: command.keyId }))
@@ -491,8 +506,10 @@ export const ApiKeyDecider = defineDecider({
             })
           ])
     }
-    return state.status !== "active"
-      ? Effect.fail(new ApiKeyNotFound({ keyId: state.keyId }))
+    if (state.status !== "active") return Effect.fail(new ApiKeyNotFound({ keyId: state.keyId }))
+    const missing = state.scopes.filter((scope) => !command.callerHolds(scope))
+    return missing.length > 0
+      ? Effect.fail(new ApiKeyScopesNotHeld({ keyId: state.keyId, missing }))
       : Effect.succeed([ApiKeyRevoked.make({ keyId: state.keyId, revokedBy: command.revokedBy })])
   }
 })

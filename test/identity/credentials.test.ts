@@ -309,6 +309,61 @@ describe("machine credentials", () => {
       })
     )
 
+    it.effect(
+      "a key never revokes a key holding more than it holds: 403 insufficient_scope, nothing written",
+      () =>
+        Effect.gen(function* () {
+          const admin = yield* adminLogin()
+          const revoker = yield* apiKeyWith(["write:apikeys", "read:apikeys", "read:orders"])
+          const sql = yield* SqlClient.SqlClient
+          const streamEvents = (keyId: string) =>
+            Effect.map(
+              sql<{ n: number }>`SELECT count(*)::int AS n FROM event_store.events
+              WHERE stream_id = ${`apikey-${keyId}`}`,
+              (rows) => rows[0]?.n ?? 0
+            )
+          for (const scopes of [["admin"], ["read:customers"], ["read:apikeys", "write:orders"]]) {
+            const target = yield* apiKeyWith(scopes)
+            const before = yield* liveKeyCount(admin.accessToken)
+            // Creating such a key answers this; revoking one answers the same.
+            expectError(
+              yield* call("POST", "/apikey", { token: revoker.key, json: { name: "escalation", scopes } }),
+              403,
+              "insufficient_scope"
+            )
+            expectError(
+              yield* call("DELETE", `/apikey/${target.id}`, { token: revoker.key }),
+              403,
+              "insufficient_scope"
+            )
+            // Nothing written: no event on the key's stream beyond its creation, the row live, the key works.
+            expect(yield* streamEvents(target.id), scopes.join(" ")).toBe(1)
+            const rows = yield* sql<{ revoked: boolean }>`SELECT revoked_at IS NOT NULL AS revoked
+            FROM identity.api_keys WHERE key_id = ${target.id}`
+            expect(rows).toEqual([{ revoked: false }])
+            expect(yield* liveKeyCount(admin.accessToken)).toBe(before)
+            const probe = yield* call("GET", "/apikey", { token: target.key })
+            expect(probe.status, probe.text).not.toBe(401)
+          }
+
+          // Within its own scopes it may revoke: a key holding a subset, and itself.
+          const child = yield* apiKeyWith(["read:apikeys", "read:orders"])
+          const revoked = yield* call("DELETE", `/apikey/${child.id}`, { token: revoker.key })
+          expect(revoked.status, revoked.text).toBe(204)
+          expectError(yield* call("GET", "/apikey", { token: child.key }), 401, "token_revoked")
+          const self = yield* call("DELETE", `/apikey/${revoker.id}`, { token: revoker.key })
+          expect(self.status, self.text).toBe(204)
+
+          // An unknown key is still 404, not 403 (whoever asks, nothing is said about its scopes).
+          const other = yield* apiKeyWith(["write:apikeys"])
+          expectError(
+            yield* call("DELETE", `/apikey/${NO_SUCH_KEY}`, { token: other.key }),
+            404,
+            "resource_missing"
+          )
+        })
+    )
+
     it.effect("two revocations of one key at once: one 204, the other 404", () =>
       Effect.gen(function* () {
         const admin = yield* adminLogin()

@@ -711,23 +711,40 @@ describe("ApiKeyDecider", () => {
   }
   const create = { _tag: "Create", ...key } as const
 
+  /** A revoker holding everything (an admin), and one holding only `held`. */
+  const holdsAll = () => true
+  const holdsOnly =
+    (...held: ReadonlyArray<string>) =>
+    (scope: string) =>
+      held.includes(scope)
+  const revoke = { _tag: "Revoke", revokedBy: admin, callerHolds: holdsAll } as const
+
   it("creates, revokes, and a second revoke is ApiKeyNotFound", () => {
     const created = apiKey.when(create)
     expect(created.events).toEqual([ApiKeyCreated.make(key)])
-    expect(created.state).toEqual({ status: "active", keyId })
+    expect(created.state).toEqual({ status: "active", keyId, scopes: ["read:orders"] })
 
-    const revoked = apiKey.givenState(created.state).when({ _tag: "Revoke", revokedBy: admin })
+    const revoked = apiKey.givenState(created.state).when(revoke)
     expect(revoked.events).toEqual([ApiKeyRevoked.make({ keyId, revokedBy: admin })])
-    expect(revoked.state).toEqual({ status: "revoked", keyId })
+    expect(revoked.state).toEqual({ status: "revoked", keyId, scopes: ["read:orders"] })
 
+    apiKey.givenState(revoked.state).when(revoke).thenFails({ _tag: "ApiKeyNotFound", keyId })
+  })
+
+  it("a revoker must hold every scope of the key: else ApiKeyScopesNotHeld naming the missing ones", () => {
+    const state = fold(ApiKeyDecider, apiKey.when({ ...create, scopes: ["read:orders", "admin"] }).events)
     apiKey
-      .givenState(revoked.state)
-      .when({ _tag: "Revoke", revokedBy: admin })
-      .thenFails({ _tag: "ApiKeyNotFound", keyId })
+      .givenState(state)
+      .when({ ...revoke, callerHolds: holdsOnly("read:orders", "write:apikeys") })
+      .thenFails({ _tag: "ApiKeyScopesNotHeld", keyId, missing: ["admin"] })
+    const held = apiKey.givenState(state).when({ ...revoke, callerHolds: holdsOnly("read:orders", "admin") })
+    expect(held.events).toEqual([ApiKeyRevoked.make({ keyId, revokedBy: admin })])
+    // A key that does not exist is not found, whatever the revoker holds.
+    apiKey.when({ ...revoke, callerHolds: holdsOnly() }).thenFails("ApiKeyNotFound")
   })
 
   it("revoking a key that never existed, or creating one twice, fails", () => {
-    apiKey.when({ _tag: "Revoke", revokedBy: admin }).thenFails("ApiKeyNotFound")
+    apiKey.when(revoke).thenFails("ApiKeyNotFound")
     const state = fold(ApiKeyDecider, apiKey.when(create).events)
     apiKey.givenState(state).when(create).thenFails("ApiKeyAlreadyExists")
   })
