@@ -227,8 +227,9 @@ export const addressProblem = (ip: string): string | undefined => {
 
 // --- URLs ------------------------------------------------------------------------------------------
 
+/** Names the setting a newcomer with a receiver on their own machine is looking for. */
 const publicMessage = (host: string, what: string): string =>
-  `url points to ${host}, ${what}: webhook targets must be public`
+  `url points to ${host}, ${what}: webhook targets must be public (for a local receiver in development, set WEBHOOK_ALLOW_PRIVATE=true)`
 
 /** Names that are local by definition (RFC 6761, RFC 6762, the cloud providers' `.internal`). */
 const isLocalName = (name: string): boolean =>

@@ -1102,6 +1102,8 @@ layer(guarded, OPTIONS)("webhooks over HTTP (SSRF guard on)", (it) => {
         const json = { url, events: ["order.created"] }
         const r = yield* call("POST", "/webhook", { token, json })
         expectError(r, 400, "parameter_invalid", "url")
+        // The refusal names the setting a newcomer with a local receiver needs.
+        expect(r.body.error.message, url).toContain("WEBHOOK_ALLOW_PRIVATE=true")
         expectError(yield* call("POST", "/v1/webhooks", { token, json }), 400, "parameter_invalid", "url")
         expectError(
           yield* call("PUT", `/webhook/${publicHook.id}`, { token, json: { url } }),

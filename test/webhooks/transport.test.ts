@@ -447,14 +447,14 @@ describe("urlProblem", () => {
     Effect.gen(function* () {
       const problem = (url: string, allowPrivate = false) => urlProblem(url, { allowPrivate })
       expect(yield* problem("http://127.0.0.1:8080/")).toBe(
-        "url points to 127.0.0.1, a loopback address: webhook targets must be public"
+        "url points to 127.0.0.1, a loopback address: webhook targets must be public (for a local receiver in development, set WEBHOOK_ALLOW_PRIVATE=true)"
       )
       expect(yield* problem("http://169.254.169.254/")).toBe(
-        "url points to 169.254.169.254, the cloud metadata address: webhook targets must be public"
+        "url points to 169.254.169.254, the cloud metadata address: webhook targets must be public (for a local receiver in development, set WEBHOOK_ALLOW_PRIVATE=true)"
       )
       expect(yield* problem("http://[::ffff:127.0.0.1]/")).toContain("loopback")
       expect(yield* problem("http://metadata.google.internal/")).toBe(
-        "url points to metadata.google.internal, a local name: webhook targets must be public"
+        "url points to metadata.google.internal, a local name: webhook targets must be public (for a local receiver in development, set WEBHOOK_ALLOW_PRIVATE=true)"
       )
       expect(yield* problem("ftp://example.com/")).toBe("url must use http or https")
       expect(yield* problem("http://user:pass@example.com/")).toBe(
