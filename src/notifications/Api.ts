@@ -33,6 +33,7 @@ export const Notification = Schema.Struct({
   channel: ChannelSchema,
   to: Schema.String,
   status: Schema.Literal(...STATUSES),
+  /** Email: the subject given at creation (null: the template's); once sent, the subject sent. */
   subject: Schema.NullOr(Schema.String),
   title: Schema.NullOr(Schema.String),
   body: Schema.NullOr(Schema.String),

@@ -134,6 +134,8 @@ export type NotificationCommand =
       readonly attempt: number
       readonly provider: string
       readonly providerMessageId: string | null
+      /** Email: the subject as sent (rendered). */
+      readonly subject?: string | undefined
       readonly rendered?:
         | { readonly subject?: string; readonly title?: string; readonly body: string }
         | undefined
@@ -233,6 +235,7 @@ const decideNotification = (
                 attempt: command.attempt,
                 provider: command.provider,
                 providerMessageId: command.providerMessageId,
+                ...optional("subject", command.subject),
                 ...optional("rendered", command.rendered)
               })
             ]

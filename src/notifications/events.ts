@@ -86,6 +86,8 @@ export const NotificationSent = defineEvent("notification.sent", {
     attempt: Schema.Int,
     provider: Schema.String,
     providerMessageId: Schema.NullOr(Schema.String),
+    /** Email: the subject it was sent with (rendered), whatever the provider. */
+    subject: Schema.optional(Personal(Schema.String)),
     /** Kept for the log provider only: what would have been sent. */
     rendered: Schema.optional(Personal(RenderedMessage))
   }),

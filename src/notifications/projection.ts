@@ -93,6 +93,8 @@ export const NotificationsProjection = defineProjection({
             const d = e.data
             if (!(yield* advance(d.notificationId, e.streamVersion, at))) break
             const rendered = d.rendered === undefined ? undefined : revealOr(d.rendered, undefined)
+            // Email: the subject it was sent with replaces the override given at creation (if any).
+            const subject = d.subject === undefined ? undefined : revealOr(d.subject, undefined)
             yield* update(d.notificationId, {
               status: "sent",
               sent_at: at,
@@ -100,6 +102,7 @@ export const NotificationsProjection = defineProjection({
               next_attempt_at: null,
               provider: d.provider,
               provider_message_id: d.providerMessageId,
+              ...optionalColumn("subject", subject),
               ...optionalColumn("rendered", rendered === undefined ? undefined : JSON.stringify(rendered))
             })
             break

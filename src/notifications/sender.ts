@@ -125,6 +125,8 @@ export const handleSend = (item: DueItem) =>
           attempt,
           provider: receipt.provider,
           providerMessageId: receipt.providerMessageId,
+          // Email: the subject as sent, so the notification shows it (not only its override).
+          ...(rendered.right.subject === undefined ? {} : { subject: rendered.right.subject }),
           // The log provider sent nothing: keep what it would have sent.
           ...(receipt.provider === "log" ? { rendered: rendered.right } : {})
         })

@@ -9,7 +9,7 @@ import { SqlClient } from "@effect/sql"
 import { layer } from "@effect/vitest"
 import { Clock, type Duration, Effect, Fiber, Option, TestClock } from "effect"
 import { expect } from "vitest"
-import { AppConfig } from "../../src/config.js"
+import { AppConfig, makeAppConfig } from "../../src/config.js"
 import type { AuthenticatedActor } from "../../src/http/Auth.js"
 import { Notifications } from "../../src/notifications/Notifications.js"
 import { SEND_KIND } from "../../src/notifications/request.js"
@@ -192,6 +192,8 @@ layer(notificationsHttp({ clock: shifted.clock }), { excludeTestServices: true, 
 
           expect(sent).toMatchObject({
             status: "sent",
+            // The subject it was sent with (rendered from the template), not null.
+            subject: "Welcome, Ada!",
             attempts: 1,
             provider: "smtp",
             providerMessageId: `<${created.id}@commerce-platform>`,
@@ -927,3 +929,40 @@ layer(notificationsHttp({ processors: false }), { excludeTestServices: true, tim
     )
   }
 )
+
+// --- 4. No email provider configured: the log provider -------------------------------------------------
+
+layer(
+  notificationsHttp({
+    overrides: { notifications: { ...makeAppConfig().notifications, storeName: "Test Store" } }
+  }),
+  { excludeTestServices: true, timeout: 120_000 }
+)("the log provider (no SMTP_URL)", (it) => {
+  it.effect("a sent email's subject is filled, the same as rendered.subject; a given subject wins", () =>
+    Effect.gen(function* () {
+      const template = yield* createTemplate({ ...EMAIL_TEMPLATE, name: "Delivery test (log)" })
+      const data = { firstName: "Ada", code: "X-42" }
+      const created = yield* createNotification({
+        channel: "email",
+        to: uniqueEmail("log"),
+        templateId: template.id,
+        data
+      })
+      expect(created.subject).toBeNull()
+      const sent = yield* until(created.id, (n) => n.status === "sent")
+      expect(sent).toMatchObject({ provider: "log", subject: "Welcome, Ada!" })
+      expect(sent.rendered.subject).toBe(sent.subject)
+
+      const overridden = yield* createNotification({
+        channel: "email",
+        to: uniqueEmail("log"),
+        templateId: template.id,
+        data,
+        subject: "Your code, {{ firstName }}"
+      })
+      const sentOverridden = yield* until(overridden.id, (n) => n.status === "sent")
+      expect(sentOverridden).toMatchObject({ subject: "Your code, Ada" })
+      expect(sentOverridden.rendered.subject).toBe("Your code, Ada")
+    })
+  )
+})
