@@ -289,9 +289,14 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
   .add(
     HttpApiEndpoint.get("listTemplates", "/notification/template")
       .setUrlParams(Schema.Struct({ channel: Schema.optional(Channel) }))
-      .addSuccess(Schema.Array(Template))
+      .addSuccess(ListOf(Template, "TemplateList"))
       .pipe(scoped("read:notifications"))
       .annotate(OpenApi.Summary, "Built-in and custom templates")
+      .annotate(
+        OpenApi.Description,
+        "`{count, models}` like every base list, with every template at once (not paged): the built-ins, " +
+          "then custom templates oldest first; `channel` filters."
+      )
   )
   .add(
     HttpApiEndpoint.post("createTemplate", "/notification/template")

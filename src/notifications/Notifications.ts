@@ -604,11 +604,15 @@ export const makeNotifications = Effect.gen(function* () {
       transact(runner.execute(TemplateDecider, templateStream(templateId), command, { metadata }))
     )
 
+  /** Every template (built-ins first, then custom ones, oldest first), unpaged, as a base list. */
   const listTemplatesView = (channel: Channel | undefined) =>
-    Effect.map(withSql(listTemplates(channel)).pipe(Effect.orDie), (rows) => [
-      ...BUILT_IN_TEMPLATES.filter((t) => channel === undefined || t.channel === channel).map(builtInView),
-      ...rows.map(templateView)
-    ])
+    Effect.map(withSql(listTemplates(channel)).pipe(Effect.orDie), (rows) => {
+      const models = [
+        ...BUILT_IN_TEMPLATES.filter((t) => channel === undefined || t.channel === channel).map(builtInView),
+        ...rows.map(templateView)
+      ]
+      return { count: models.length, models }
+    })
 
   const getTemplate = (id: string): Effect.Effect<TemplateView, NotFound> => {
     const builtIn = findBuiltInTemplate(id)

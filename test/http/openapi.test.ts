@@ -102,6 +102,29 @@ const errorResponses = (spec: JsonObject): ReadonlyArray<ErrorResponse> => {
   return out
 }
 
+/** Every 2xx JSON response whose body is a bare array (a list must be `{count, models}` or `/v1`'s list object). */
+const bareArrayResponses = (spec: JsonObject): ReadonlyArray<string> => {
+  const out: Array<string> = []
+  const paths = isObject(spec.paths) ? spec.paths : {}
+  for (const [path, item] of Object.entries(paths)) {
+    if (!isObject(item)) continue
+    for (const method of METHODS) {
+      const operation = item[method]
+      if (!isObject(operation)) continue
+      const responses = isObject(operation.responses) ? operation.responses : {}
+      for (const [status, raw] of Object.entries(responses)) {
+        if (!/^2\d\d$/.test(status)) continue
+        const response = deref(spec, raw)
+        const content = isObject(response) && isObject(response.content) ? response.content : undefined
+        const json = content?.["application/json"]
+        const schema = isObject(json) ? deref(spec, json.schema) : undefined
+        if (isObject(schema) && schema.type === "array") out.push(`${method.toUpperCase()} ${path} ${status}`)
+      }
+    }
+  }
+  return out
+}
+
 describe("OpenAPI", () => {
   layer(TestHttp, { excludeTestServices: true, timeout: 60_000 })("the published document", (it) => {
     it.effect("is valid OpenAPI 3.1", () =>
@@ -145,6 +168,21 @@ describe("OpenAPI", () => {
         expect(text).not.toContain("_tag")
         expect(text).not.toContain("HttpApiDecodeError")
       })
+    )
+
+    it.effect(
+      "answers every list as an object: {count, models} on the base surface, never a bare array",
+      () =>
+        Effect.gen(function* () {
+          const spec = yield* fetchSpec
+          expect(bareArrayResponses(spec)).toEqual([])
+          const schemas =
+            isObject(spec.components) && isObject(spec.components.schemas) ? spec.components.schemas : {}
+          for (const list of ["NotificationList", "CustomerList", "TemplateList"]) {
+            const schema = schemas[list]
+            expect(isObject(schema) ? schema.required : undefined, list).toEqual(["count", "models"])
+          }
+        })
     )
 
     it.effect("states each protected operation's scope in its security requirement", () =>

@@ -1283,15 +1283,18 @@ layer(NoSender, OPTIONS)("notifications over HTTP (no sender: notifications stay
 
   describe("/notification/template", () => {
     it.effect(
-      "GET lists the 31 built-ins (every trigger × channel, the webhook alert) and custom ones; ?channel filters",
+      "GET lists {count, models}: the 31 built-ins (every trigger × channel, the webhook alert) and custom ones; ?channel filters",
       () =>
         Effect.gen(function* () {
           const token = yield* adminToken
           const custom = yield* smsTemplate(token, "Listed {{ code }}")
           const r = yield* call("GET", "/notification/template", { token })
           expect(r.status, r.text).toBe(200)
-          expect(Array.isArray(r.body)).toBe(true)
-          const builtIns = r.body.filter((t: Body) => t.builtIn)
+          // The base list shape, like GET /notification and GET /user: every template, unpaged.
+          expect(Object.keys(r.body).sort()).toEqual(["count", "models"])
+          expect(Array.isArray(r.body.models)).toBe(true)
+          expect(r.body.count).toBe(r.body.models.length)
+          const builtIns = r.body.models.filter((t: Body) => t.builtIn)
           expect(builtIns).toHaveLength(31)
           expect(builtIns.find((b: Body) => b.id === "tpl_builtin_webhook_disabled_email")).toMatchObject({
             channel: "email",
@@ -1311,16 +1314,17 @@ layer(NoSender, OPTIONS)("notifications over HTTP (no sender: notifications stay
               else expect(t.title).toBeNull()
             }
           }
-          const listed = r.body.find((t: Body) => t.id === custom.id)
+          const listed = r.body.models.find((t: Body) => t.id === custom.id)
           expect(listed).toEqual(custom)
 
           const sms = yield* call("GET", "/notification/template?channel=sms", { token })
           expect(sms.status, sms.text).toBe(200)
-          expect(sms.body.every((t: Body) => t.channel === "sms")).toBe(true)
-          expect(sms.body.filter((t: Body) => t.builtIn)).toHaveLength(10)
-          expect(sms.body.some((t: Body) => t.id === custom.id)).toBe(true)
+          expect(sms.body.models.every((t: Body) => t.channel === "sms")).toBe(true)
+          expect(sms.body.models.filter((t: Body) => t.builtIn)).toHaveLength(10)
+          expect(sms.body.models.some((t: Body) => t.id === custom.id)).toBe(true)
+          expect(sms.body.count).toBe(sms.body.models.length)
           const email = yield* call("GET", "/notification/template?channel=email", { token })
-          expect(email.body.some((t: Body) => t.id === custom.id)).toBe(false)
+          expect(email.body.models.some((t: Body) => t.id === custom.id)).toBe(false)
           expectError(
             yield* call("GET", "/notification/template?channel=fax", { token }),
             400,
@@ -1385,7 +1389,7 @@ layer(NoSender, OPTIONS)("notifications over HTTP (no sender: notifications stay
     it.effect("POST: bad Liquid, missing/foreign parts, include → 400 template_invalid on the field", () =>
       Effect.gen(function* () {
         const token = yield* adminToken
-        const before = (yield* call("GET", "/notification/template", { token })).body.length
+        const before = (yield* call("GET", "/notification/template", { token })).body.count
         const cases: ReadonlyArray<[Record<string, unknown>, string]> = [
           [{ channel: "email", subject: "S", body: "{% if x %}open" }, "body"],
           [{ channel: "email", subject: "{{ name ", body: "B" }, "subject"],
@@ -1418,7 +1422,7 @@ layer(NoSender, OPTIONS)("notifications over HTTP (no sender: notifications stay
           const r = yield* call("POST", "/notification/template", { token, json })
           expect(r.status, r.text).toBe(400)
         }
-        expect((yield* call("GET", "/notification/template", { token })).body.length).toBe(before)
+        expect((yield* call("GET", "/notification/template", { token })).body.count).toBe(before)
       })
     )
 
@@ -1548,7 +1552,9 @@ layer(NoSender, OPTIONS)("notifications over HTTP (no sender: notifications stay
           404,
           "resource_missing"
         )
-        const listed = (yield* call("GET", "/notification/template", { token })).body.map((t: Body) => t.id)
+        const listed = (yield* call("GET", "/notification/template", { token })).body.models.map(
+          (t: Body) => t.id
+        )
         expect(listed).not.toContain(doomed.id)
         // A deleted template can no longer be used.
         expectError(
