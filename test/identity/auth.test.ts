@@ -2,6 +2,7 @@
  * Register, login, refresh (rotation and reuse detection), logout, /auth/me and login throttling,
  * over a real socket with real credentials (spec §4.1, §5, §7.1; design/API.md "Auth").
  */
+import { readFileSync } from "node:fs"
 import { SqlClient } from "@effect/sql"
 import { describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
@@ -336,55 +337,75 @@ describe("identity over HTTP", () => {
     )
   })
 
-  layer(identityHttp({ identity: { ...throttled } }), { excludeTestServices: true, timeout: 60_000 })(
-    "login throttling",
-    (it) => {
-      it.effect("failures per account: 429 rate_limited with Retry-After, even for the right password", () =>
-        Effect.gen(function* () {
-          const email = uniqueEmail()
-          yield* registerShopper(email)
-          for (let i = 0; i < 3; i++) {
-            expectError(
-              yield* call("POST", "/auth/login", { json: { email, password: "wrong password" } }),
-              401,
-              "invalid_credentials"
-            )
-          }
-          const refused = yield* call("POST", "/auth/login", { json: { email, password: PASSWORD } })
-          expectError(refused, 429, "rate_limited")
-          expect(refused.body.error.type).toBe("rate_limit_error")
-          expect(Number(refused.headers["retry-after"])).toBeGreaterThanOrEqual(1)
-          expect(Number(refused.headers["retry-after"])).toBeLessThanOrEqual(15 * 60)
-          // Another account from the same address is not affected by this account's count.
-          const other = uniqueEmail()
-          yield* registerShopper(other)
-          expect(
-            (yield* call("POST", "/auth/login", { json: { email: other, password: PASSWORD } })).status
-          ).toBe(200)
-        })
-      )
-
-      it.effect("failures per address across accounts: 429 once the address is spent", () =>
-        Effect.gen(function* () {
-          // 3 failures were spent from this address above; 5 are allowed per address.
-          for (let i = 0; i < 2; i++) {
-            expectError(
-              yield* call("POST", "/auth/login", {
-                json: { email: uniqueEmail(), password: "wrong password" }
-              }),
-              401,
-              "invalid_credentials"
-            )
-          }
-          const email = uniqueEmail()
-          yield* registerShopper(email)
+  layer(
+    identityHttp({
+      identity: { ...throttled },
+      // RATE_LIMIT_ENABLED=false: the HTTP rate limits are off, login throttling is not.
+      rateLimit: { ...makeAppConfig().rateLimit, enabled: false }
+    }),
+    { excludeTestServices: true, timeout: 60_000 }
+  )("login throttling", (it) => {
+    it.effect("failures per account: 429 rate_limited with Retry-After, even for the right password", () =>
+      Effect.gen(function* () {
+        const email = uniqueEmail()
+        yield* registerShopper(email)
+        for (let i = 0; i < 3; i++) {
           expectError(
-            yield* call("POST", "/auth/login", { json: { email, password: PASSWORD } }),
-            429,
-            "rate_limited"
+            yield* call("POST", "/auth/login", { json: { email, password: "wrong password" } }),
+            401,
+            "invalid_credentials"
           )
-        })
-      )
-    }
-  )
+        }
+        const refused = yield* call("POST", "/auth/login", { json: { email, password: PASSWORD } })
+        expectError(refused, 429, "rate_limited")
+        expect(refused.body.error.type).toBe("rate_limit_error")
+        expect(Number(refused.headers["retry-after"])).toBeGreaterThanOrEqual(1)
+        expect(Number(refused.headers["retry-after"])).toBeLessThanOrEqual(15 * 60)
+        // Another account from the same address is not affected by this account's count.
+        const other = uniqueEmail()
+        yield* registerShopper(other)
+        expect(
+          (yield* call("POST", "/auth/login", { json: { email: other, password: PASSWORD } })).status
+        ).toBe(200)
+      })
+    )
+
+    it("the README documents RATE_LIMIT_ENABLED=false and login throttling together: it stays on (as in this layer)", () => {
+      const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8")
+      const row = (name: string) => readme.split("\n").find((line) => line.startsWith(`| \`${name}\``)) ?? ""
+      const rateLimit = row("RATE_LIMIT_ENABLED")
+      const perAccount = row("LOGIN_MAX_FAILURES_PER_ACCOUNT")
+      const perIp = row("LOGIN_MAX_FAILURES_PER_IP")
+      // Documented together: each row names the other settings and says the throttle stays on.
+      expect(rateLimit).toContain("LOGIN_MAX_FAILURES_PER_ACCOUNT")
+      expect(rateLimit).toContain("LOGIN_MAX_FAILURES_PER_IP")
+      expect(rateLimit).toMatch(/login throttling[^|]*stays on/)
+      for (const login of [perAccount, perIp]) {
+        expect(login).toContain("RATE_LIMIT_ENABLED=false")
+        expect(login).toMatch(/even with `RATE_LIMIT_ENABLED=false`/)
+      }
+    })
+
+    it.effect("failures per address across accounts: 429 once the address is spent", () =>
+      Effect.gen(function* () {
+        // 3 failures were spent from this address above; 5 are allowed per address.
+        for (let i = 0; i < 2; i++) {
+          expectError(
+            yield* call("POST", "/auth/login", {
+              json: { email: uniqueEmail(), password: "wrong password" }
+            }),
+            401,
+            "invalid_credentials"
+          )
+        }
+        const email = uniqueEmail()
+        yield* registerShopper(email)
+        expectError(
+          yield* call("POST", "/auth/login", { json: { email, password: PASSWORD } }),
+          429,
+          "rate_limited"
+        )
+      })
+    )
+  })
 })
