@@ -4,7 +4,7 @@
  * and the Dockerfile builds an image that runs as a non-root user, answers its health check and
  * receives SIGTERM itself.
  */
-import { readdirSync, readFileSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { describe, expect, it } from "vitest"
 import { parse } from "yaml"
 
@@ -433,6 +433,30 @@ describe("docker-compose.yml", () => {
     })
   })
 
+  it("lists every required variable in the header's copy-paste lines", () => {
+    const required = [
+      ...new Set(
+        strings(compose).flatMap(({ value }) =>
+          interpolate(value)
+            .refs.filter((r) => r.marker === "required")
+            .map((r) => r.name)
+        )
+      )
+    ]
+    expect(required).toEqual(expect.arrayContaining(["DATA_ENCRYPTION_KEY", "JWT_SECRET"]))
+    // The comment block the file opens with.
+    const lines = composeText.split("\n")
+    const header = lines.slice(
+      0,
+      lines.findIndex((line) => !line.startsWith("#"))
+    )
+    const exported = header.flatMap((line) => {
+      const m = /^#\s+export ([A-Z_][A-Z0-9_]*)=/.exec(line)
+      return m?.[1] === undefined ? [] : [m[1]]
+    })
+    expect(required.filter((name) => !exported.includes(name))).toEqual([])
+  })
+
   it("gives every compose variable a default or a required marker", () => {
     const unsafe = strings(compose).flatMap(({ path, value }) =>
       interpolate(value)
@@ -599,7 +623,34 @@ describe("Dockerfile", () => {
   })
 })
 
+/**
+ * What `.dockerignore` may name without it being in the repository: things tools or people create
+ * in a checkout, each with what makes it. Anything else it names must exist.
+ */
+const GENERATED: Readonly<Record<string, string>> = {
+  node_modules: "npm install / npm ci",
+  "**/node_modules": "npm install / npm ci",
+  ".data": "the embedded database and the generated keys (DATA_DIR)",
+  "**/.data": "the embedded database and the generated keys (DATA_DIR)",
+  ".env": "local settings and secrets (the compose header suggests ./.env)",
+  ".env.*": "local settings and secrets (.env.local, …)",
+  "*.log": "logs (npm-debug.log, …)",
+  coverage: "vitest run --coverage",
+  tmp: "scratch files (.gitignore: /tmp/)"
+}
+
 describe(".dockerignore", () => {
+  it("names no missing file: each entry exists in the repository or is something a tool generates", () => {
+    const missing = dockerignore.filter((line) => {
+      const negated = line.startsWith("!")
+      const pattern = (negated ? line.slice(1) : line).replace(/^\/+|\/+$/g, "")
+      // A re-included file must exist; an excluded one may also be generated.
+      if (!negated && pattern in GENERATED) return false
+      return /[*?[]/.test(pattern) || !existsSync(new URL(pattern, root))
+    })
+    expect(missing).toEqual([])
+  })
+
   it("keeps node_modules, local data and secrets out of the build context", () => {
     for (const path of [
       "node_modules",
