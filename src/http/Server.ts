@@ -42,6 +42,13 @@ export const httpAppLayer = <E, R>(api: HttpApi.HttpApi.Any, apiLive: Layer.Laye
     Layer.provide(HttpMetricsLive(api, [RPC_PATH, METRICS_PATH, "/docs", "/openapi.json"]))
   )
 
+/** The Node HTTP server the service listens with (tests listen with it too, on a random port). */
+export const makeNodeServer = (): Server => {
+  const server = createServer()
+  server.keepAliveTimeout = 5_000
+  return server
+}
+
 /**
  * A Node HTTP server on HOST:PORT. On shutdown it stops accepting at once, lets in-flight requests
  * finish, and drops connections still open when the shutdown budget is nearly spent.
@@ -53,8 +60,7 @@ export const NodeServerLive = Layer.unwrapScoped(
     const graceMs = Math.max(500, config.shutdownTimeoutSeconds * 1000 - 2000)
     const layer = NodeHttpServer.layer(
       () => {
-        server = createServer()
-        server.keepAliveTimeout = 5_000
+        server = makeNodeServer()
         return server
       },
       { port: config.port, host: config.host }
