@@ -24,7 +24,7 @@ import {
   UnsupportedMediaType
 } from "../../src/http/errors.js"
 import { apiMiddleware, MAX_BODY_BYTES, MAX_JSON_DEPTH } from "../../src/http/middleware.js"
-import { NodeServerTest, TestCredentials, TestHttp } from "../support/http.js"
+import { NodeServerTest, rawRequest, TestCredentials, TestHttp } from "../support/http.js"
 
 interface ErrorJson {
   readonly error: {
@@ -116,6 +116,19 @@ const ProbeServer = HttpApiBuilder.serve(apiMiddleware({ accessLog: false })).pi
 
 const WHITESPACE_BODY = " \n\t\r\n "
 
+/** Status line, headers (lower-cased names) and body of a raw HTTP/1.1 response. */
+const parseRaw = (text: string) => {
+  const end = text.indexOf("\r\n\r\n")
+  const head = end === -1 ? text : text.slice(0, end)
+  const [statusLine = "", ...lines] = head.split("\r\n")
+  const headers: Record<string, string> = {}
+  for (const line of lines) {
+    const colon = line.indexOf(":")
+    if (colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim()
+  }
+  return { status: Number(statusLine.split(" ")[1]), headers, text: end === -1 ? "" : text.slice(end + 4) }
+}
+
 describe("error model", () => {
   layer(ProbeServer, { excludeTestServices: true })("probe api", (it) => {
     it.effect("a defect is a 500 internal_error that leaks nothing", () =>
@@ -176,6 +189,23 @@ describe("error model", () => {
         )
         expectError(r, 400, "invalid_json")
         expect(probeLogs.filter((l) => l.level === "ERROR" || l.level === "FATAL")).toEqual([])
+      })
+    )
+
+    it.effect("a request line over 16 KB, or one Node cannot parse, gets the error body", () =>
+      Effect.gen(function* () {
+        const long = parseRaw(
+          (yield* rawRequest(`GET /probe/${"a".repeat(17 * 1024)} HTTP/1.1\r\nHost: x\r\n\r\n`)).text
+        )
+        expect(long.status).toBe(431)
+        expect(long.headers["content-type"]).toMatch(/application\/json/)
+        const body = JSON.parse(long.text) as ErrorJson
+        expect(body.error).toMatchObject({ type: "invalid_request_error", code: "request_header_too_large" })
+        expect(body.error.requestId).toMatch(/^req_/)
+        expect(long.headers["request-id"]).toBe(body.error.requestId)
+        const garbage = parseRaw((yield* rawRequest("NOT AN HTTP REQUEST\r\n\r\n")).text)
+        expect(garbage.status).toBe(400)
+        expect((JSON.parse(garbage.text) as ErrorJson).error.code).toBe("invalid_request")
       })
     )
 
