@@ -17,7 +17,7 @@ import { AppConfig } from "../config.js"
 import { HttpMetrics, HttpMetricsLive, METRICS_PATH, MetricsRouteLive } from "../observability/Metrics.js"
 import { errorBody } from "./errors.js"
 import { idempotencyMiddleware } from "./Idempotency.js"
-import { apiMiddleware, newRequestId } from "./middleware.js"
+import { allowedMethods, apiMiddleware, newRequestId } from "./middleware.js"
 import { RateLimiterLive, rateLimitMiddleware } from "./RateLimit.js"
 import { RPC_PATH, RpcLive } from "./Rpc.js"
 
@@ -41,9 +41,18 @@ export const httpAppLayer = <Id extends string, Groups extends HttpApiGroup.Http
   apiLive: Layer.Layer<HttpApi.Api, E, R>
 ) =>
   Layer.unwrapEffect(
-    Effect.map(HttpMetrics, (metrics) =>
-      HttpApiBuilder.serve((app) => apiMiddleware({ onResponse: metrics.record })(requestGuards(app)))
-    )
+    Effect.map(HttpMetrics, (metrics) => {
+      // Once, at start-up: which methods each path answers, for the 405s' Allow header.
+      const allow = allowedMethods(api, [
+        { method: "POST", path: RPC_PATH },
+        { method: "GET", path: METRICS_PATH },
+        { method: "GET", path: "/docs" },
+        { method: "GET", path: "/openapi.json" }
+      ])
+      return HttpApiBuilder.serve((app) =>
+        apiMiddleware({ onResponse: metrics.record, allow })(requestGuards(app))
+      )
+    })
   ).pipe(
     Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),

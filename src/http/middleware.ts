@@ -2,13 +2,15 @@
  * The outermost HTTP middleware. Every request gets a `Request-Id`; bodies are checked before any
  * handler runs (1 MiB limit → 413, exactly `application/json` → else 415, malformed or
  * whitespace-only JSON → 400 `invalid_json`, NUL or lone surrogates in any string → 400
- * `parameter_invalid` with the field in `param`); every failure response — our typed errors, schema
- * decode errors, unknown routes, defects — leaves with the one error body of design/API.md and the
- * request id inside it; one access-log line per request.
+ * `parameter_invalid` with the field in `param`); a known path with another method → 405 with
+ * `Allow`; every failure response — our typed errors, schema decode errors, unknown routes,
+ * defects — leaves with the one error body of design/API.md and the request id inside it; one access-log line per request.
  */
 import { randomBytes } from "node:crypto"
 import { performance } from "node:perf_hooks"
 import {
+  HttpApi,
+  type HttpApiGroup,
   HttpApp,
   HttpIncomingMessage,
   HttpMiddleware,
@@ -353,11 +355,84 @@ const withRequestId = (
   })
 }
 
-const causeToResponse = (cause: Cause.Cause<unknown>) => {
+/** The `Allow` header for a request path (routePath), or undefined when no route has that path. */
+export type AllowedMethods = (path: string) => string | undefined
+
+const METHOD_ORDER = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+
+/**
+ * The methods each path of `api` (plus `extraRoutes`, the raw routes beside it) answers, computed
+ * once, matched as the router matches (case ignored, trailing slash ignored, `:param` one segment).
+ * A GET route also answers HEAD.
+ */
+export const allowedMethods = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
+  api: HttpApi.HttpApi<Id, Groups, E, R>,
+  extraRoutes: ReadonlyArray<{ readonly method: string; readonly path: string }> = []
+): AllowedMethods => {
+  const routes: Array<{ readonly method: string; readonly path: string }> = [...extraRoutes]
+  HttpApi.reflect(api, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => {
+      routes.push({ method: endpoint.method, path: endpoint.path })
+    }
+  })
+  const byTemplate = new Map<string, Set<string>>()
+  for (const route of routes) {
+    const template = route.path.toLowerCase().replace(/\/+$/, "")
+    const methods = byTemplate.get(template) ?? new Set<string>()
+    methods.add(route.method.toUpperCase())
+    if (route.method.toUpperCase() === "GET") methods.add("HEAD")
+    byTemplate.set(template, methods)
+  }
+  const compiled = [...byTemplate].map(([template, methods]) => ({
+    methods,
+    regex: new RegExp(
+      `^${template
+        .split("/")
+        .map((s) => (s.startsWith(":") ? "[^/]+" : s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
+        .join("/")}/?$`
+    )
+  }))
+  return (path) => {
+    const methods = new Set<string>()
+    for (const c of compiled) if (c.regex.test(path)) for (const m of c.methods) methods.add(m)
+    if (methods.size === 0) return undefined
+    const rank = (m: string) => (METHOD_ORDER.includes(m) ? METHOD_ORDER.indexOf(m) : METHOD_ORDER.length)
+    return [...methods].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b)).join(", ")
+  }
+}
+
+/** An unknown route: 405 with `Allow` when the path exists under other methods, else 404. */
+const routeNotFound = (request: HttpServerRequest.HttpServerRequest, allow: AllowedMethods | undefined) => {
+  const methods = allow?.(routePath(request.url))
+  if (methods === undefined) return HttpServerResponse.empty({ status: 404 })
+  return HttpServerResponse.setHeader(
+    fail(
+      405,
+      "method_not_allowed",
+      `${request.method} is not allowed on ${pathOf(request.url)}; it answers ${methods}`
+    ),
+    "allow",
+    methods
+  )
+}
+
+/** The router's own miss (an empty 404, unlike a handler's NotFound) may be a 405. */
+const routeMissToAllow = (
+  response: HttpServerResponse.HttpServerResponse,
+  request: HttpServerRequest.HttpServerRequest,
+  allow: AllowedMethods | undefined
+) => (response.status === 404 && response.body._tag === "Empty" ? routeNotFound(request, allow) : response)
+
+const causeToResponse = (
+  cause: Cause.Cause<unknown>,
+  request: HttpServerRequest.HttpServerRequest,
+  allow: AllowedMethods | undefined
+) => {
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) {
     const error = failure.value as { _tag?: unknown }
-    if (error._tag === "RouteNotFound") return Effect.succeed(HttpServerResponse.empty({ status: 404 }))
+    if (error._tag === "RouteNotFound") return Effect.succeed(routeNotFound(request, allow))
     if (error._tag === "RequestError")
       return Effect.succeed(fail(400, "invalid_body", "the request could not be read"))
   }
@@ -371,6 +446,8 @@ const causeToResponse = (cause: Cause.Cause<unknown>) => {
 export const apiMiddleware = (
   options: {
     readonly accessLog?: boolean
+    /** Which methods a path answers, for 405s (allowedMethods); without it every unknown route is a 404. */
+    readonly allow?: AllowedMethods
     readonly onResponse?: (info: {
       method: string
       route: string
@@ -398,13 +475,15 @@ export const apiMiddleware = (
         Option.isSome(refused)
           ? Effect.succeed(withRequestId(refused.value, requestId, request))
           : HttpApp.withPreResponseHandler(app, (req, res) =>
-              Effect.succeed(withRequestId(res, requestId, req))
+              Effect.succeed(withRequestId(routeMissToAllow(res, req, options.allow), requestId, req))
             )
       ).pipe(
         Effect.catchAllCause((cause) =>
           Cause.isInterruptedOnly(cause)
             ? Effect.failCause(cause)
-            : Effect.map(causeToResponse(cause), (r) => withRequestId(r, requestId, request))
+            : Effect.map(causeToResponse(cause, request, options.allow), (r) =>
+                withRequestId(r, requestId, request)
+              )
         ),
         Effect.locally(CurrentRequestId, requestId),
         Effect.annotateLogs(annotations)

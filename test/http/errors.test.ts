@@ -23,7 +23,7 @@ import {
   PayloadTooLarge,
   UnsupportedMediaType
 } from "../../src/http/errors.js"
-import { apiMiddleware, MAX_BODY_BYTES, MAX_JSON_DEPTH } from "../../src/http/middleware.js"
+import { allowedMethods, apiMiddleware, MAX_BODY_BYTES, MAX_JSON_DEPTH } from "../../src/http/middleware.js"
 import { NodeServerTest, rawRequest, TestCredentials, TestHttp } from "../support/http.js"
 
 interface ErrorJson {
@@ -108,7 +108,9 @@ const CaptureLogs = Logger.add(
   })
 )
 
-const ProbeServer = HttpApiBuilder.serve(apiMiddleware({ accessLog: false })).pipe(
+const ProbeServer = HttpApiBuilder.serve(
+  apiMiddleware({ accessLog: false, allow: allowedMethods(ProbeApi) })
+).pipe(
   Layer.provide(HttpApiBuilder.api(ProbeApi).pipe(Layer.provide(ProbeHandlers))),
   Layer.provideMerge(NodeServerTest),
   Layer.provide(CaptureLogs)
@@ -209,6 +211,14 @@ describe("error model", () => {
       })
     )
 
+    it.effect("a wrong method on a known path is a 405 with Allow", () =>
+      Effect.gen(function* () {
+        const r = yield* send(HttpClientRequest.get("/probe/echo"))
+        expect(expectError(r, 405, "method_not_allowed").error.message).toContain("GET")
+        expect(r.headers.allow).toBe("POST")
+      })
+    )
+
     it.effect("authentication and scopes", () =>
       Effect.gen(function* () {
         expect(
@@ -244,7 +254,25 @@ describe("the service", () => {
       Effect.gen(function* () {
         const r = yield* send(HttpClientRequest.get("/nope"))
         expect(expectError(r, 404, "resource_missing").error.message).toContain("/nope")
-        expectError(yield* send(HttpClientRequest.del("/health")), 404, "resource_missing")
+        expectError(yield* send(HttpClientRequest.del("/nope/deeper")), 404, "resource_missing")
+      })
+    )
+
+    it.effect("a wrong method on an existing path is a 405 listing the path's methods in Allow", () =>
+      Effect.gen(function* () {
+        const del = yield* send(HttpClientRequest.del("/health"))
+        expectError(del, 405, "method_not_allowed")
+        expect(del.headers.allow).toBe("GET, HEAD")
+        const get = yield* send(HttpClientRequest.get("/auth/register"))
+        expectError(get, 405, "method_not_allowed")
+        expect(get.headers.allow).toBe("POST")
+        // Templates with parameters, the router's case and trailing-slash rules, raw routes.
+        const user = yield* send(HttpClientRequest.post("/User/usr_x/"))
+        expectError(user, 405, "method_not_allowed")
+        expect(user.headers.allow).toBe("GET, HEAD, PUT, DELETE")
+        expect((yield* send(HttpClientRequest.get("/rpc"))).headers.allow).toBe("POST")
+        expect((yield* send(HttpClientRequest.del("/metrics"))).headers.allow).toBe("GET, HEAD")
+        expect((yield* send(HttpClientRequest.head("/health"))).status).toBe(200)
       })
     )
 
