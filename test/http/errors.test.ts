@@ -282,6 +282,11 @@ describe("the service", () => {
           ["/auth/register", '{"email":"a@example.com","password":"\\ud800whatever1"}', "password"],
           ["/auth/register", '{"email":"a\\udc00@example.com","password":"whatever12"}', "email"],
           [
+            "/auth/register",
+            '{"email":"s@example.com","password":"whatever12","firstName":"Ada\\ud800","lastName":"L"}',
+            "firstName"
+          ],
+          [
             "/auth/login",
             '{"email":"a@example.com","password":"whatever1","m":{"x":["ok","\\udfff"]}}',
             "m.x.1"
