@@ -360,6 +360,14 @@ export type AllowedMethods = (path: string) => string | undefined
 
 const METHOD_ORDER = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 
+/** `/user/:id` → a regex for the lower-cased paths it matches (`:param` is one segment). */
+const templateRegex = (template: string) => {
+  const segments = template
+    .split("/")
+    .map((segment) => (segment.startsWith(":") ? "[^/]+" : segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
+  return new RegExp(`^${segments.join("/")}/?$`)
+}
+
 /**
  * The methods each path of `api` (plus `extraRoutes`, the raw routes beside it) answers, computed
  * once, matched as the router matches (case ignored, trailing slash ignored, `:param` one segment).
@@ -384,15 +392,7 @@ export const allowedMethods = <Id extends string, Groups extends HttpApiGroup.Ht
     if (route.method.toUpperCase() === "GET") methods.add("HEAD")
     byTemplate.set(template, methods)
   }
-  const compiled = [...byTemplate].map(([template, methods]) => ({
-    methods,
-    regex: new RegExp(
-      `^${template
-        .split("/")
-        .map((s) => (s.startsWith(":") ? "[^/]+" : s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
-        .join("/")}/?$`
-    )
-  }))
+  const compiled = [...byTemplate].map(([template, methods]) => ({ methods, regex: templateRegex(template) }))
   return (path) => {
     const methods = new Set<string>()
     for (const c of compiled) if (c.regex.test(path)) for (const m of c.methods) methods.add(m)
