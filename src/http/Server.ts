@@ -2,14 +2,22 @@
  * The HTTP server machinery: an HttpApi with its handlers (the root `Api` and `ApiLive` of src/Api.ts),
  * `/openapi.json`, `/docs`, `/rpc`, `/metrics` and the service-wide middleware, on a Node HTTP server.
  */
-import { createServer, type Server } from "node:http"
-import { type HttpApi, HttpApiBuilder, HttpApiScalar, type HttpApp } from "@effect/platform"
+import { createServer, maxHeaderSize, type Server, STATUS_CODES } from "node:http"
+import type { Duplex } from "node:stream"
+import {
+  type HttpApi,
+  HttpApiBuilder,
+  type HttpApiGroup,
+  HttpApiScalar,
+  type HttpApp
+} from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { AppConfig } from "../config.js"
 import { HttpMetrics, HttpMetricsLive, METRICS_PATH, MetricsRouteLive } from "../observability/Metrics.js"
+import { errorBody } from "./errors.js"
 import { idempotencyMiddleware } from "./Idempotency.js"
-import { apiMiddleware } from "./middleware.js"
+import { allowedMethods, apiMiddleware, newRequestId } from "./middleware.js"
 import { RateLimiterLive, rateLimitMiddleware } from "./RateLimit.js"
 import { RPC_PATH, RpcLive } from "./Rpc.js"
 
@@ -28,11 +36,23 @@ export const requestGuards = <E, R>(app: HttpApp.Default<E, R>) => rateLimits(id
  * and `/metrics`. Needs the services (EventStore, OpsStatus, CredentialVerifier, …) from the
  * composition root.
  */
-export const httpAppLayer = <E, R>(api: HttpApi.HttpApi.Any, apiLive: Layer.Layer<HttpApi.Api, E, R>) =>
+export const httpAppLayer = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, AE, AR, E, R>(
+  api: HttpApi.HttpApi<Id, Groups, AE, AR>,
+  apiLive: Layer.Layer<HttpApi.Api, E, R>
+) =>
   Layer.unwrapEffect(
-    Effect.map(HttpMetrics, (metrics) =>
-      HttpApiBuilder.serve((app) => apiMiddleware({ onResponse: metrics.record })(requestGuards(app)))
-    )
+    Effect.map(HttpMetrics, (metrics) => {
+      // Once, at start-up: which methods each path answers, for the 405s' Allow header.
+      const allow = allowedMethods(api, [
+        { method: "POST", path: RPC_PATH },
+        { method: "GET", path: METRICS_PATH },
+        { method: "GET", path: "/docs" },
+        { method: "GET", path: "/openapi.json" }
+      ])
+      return HttpApiBuilder.serve((app) =>
+        apiMiddleware({ onResponse: metrics.record, allow })(requestGuards(app))
+      )
+    })
   ).pipe(
     Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
@@ -41,6 +61,62 @@ export const httpAppLayer = <E, R>(api: HttpApi.HttpApi.Any, apiLive: Layer.Laye
     Layer.provide(apiLive),
     Layer.provide(HttpMetricsLive(api, [RPC_PATH, METRICS_PATH, "/docs", "/openapi.json"]))
   )
+
+/** What Node's HTTP parser refused, as the one error body (Node itself would send an empty 400/431). */
+const clientErrorResponse = (code: string | undefined) => {
+  switch (code) {
+    case "HPE_HEADER_OVERFLOW":
+      return {
+        status: 431,
+        code: "request_header_too_large",
+        message: `the request line and headers must fit in ${maxHeaderSize} bytes`
+      }
+    case "HPE_CHUNK_EXTENSIONS_OVERFLOW":
+      return { status: 413, code: "payload_too_large", message: "chunk extensions are too large" }
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return { status: 408, code: "request_timeout", message: "the request was not received in time" }
+    default:
+      return { status: 400, code: "invalid_request", message: "the request is not valid HTTP/1.1" }
+  }
+}
+
+/** Whether a response has already started on this connection (then nothing more may be written). */
+const responseStarted = (socket: Duplex) => {
+  const current: unknown = Reflect.get(socket, "_httpMessage")
+  return typeof current === "object" && current !== null && Reflect.get(current, "headersSent") === true
+}
+
+/**
+ * A request Node cannot parse (a request line or headers over `maxHeaderSize`, 16 KiB by default;
+ * malformed HTTP) never reaches the app: answer it with the error body and a request id, then close.
+ */
+const onClientError = (error: NodeJS.ErrnoException, socket: Duplex) => {
+  if (error.code === "ECONNRESET" || !socket.writable || responseStarted(socket)) {
+    socket.destroy()
+    return
+  }
+  const { status, code, message } = clientErrorResponse(error.code)
+  const requestId = newRequestId()
+  const body = JSON.stringify({
+    error: { ...errorBody("invalid_request_error", { code, message }).error, requestId }
+  })
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}\r\n` +
+      "Content-Type: application/json\r\n" +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      `Request-Id: ${requestId}\r\n` +
+      "Connection: close\r\n\r\n" +
+      body
+  )
+}
+
+/** The Node HTTP server the service listens with (tests listen with it too, on a random port). */
+export const makeNodeServer = (): Server => {
+  const server = createServer()
+  server.keepAliveTimeout = 5_000
+  server.on("clientError", onClientError)
+  return server
+}
 
 /**
  * A Node HTTP server on HOST:PORT. On shutdown it stops accepting at once, lets in-flight requests
@@ -53,8 +129,7 @@ export const NodeServerLive = Layer.unwrapScoped(
     const graceMs = Math.max(500, config.shutdownTimeoutSeconds * 1000 - 2000)
     const layer = NodeHttpServer.layer(
       () => {
-        server = createServer()
-        server.keepAliveTimeout = 5_000
+        server = makeNodeServer()
         return server
       },
       { port: config.port, host: config.host }

@@ -1,12 +1,16 @@
 /**
  * The outermost HTTP middleware. Every request gets a `Request-Id`; bodies are checked before any
- * handler runs (1 MiB limit → 413, JSON only → 415, malformed JSON → 400 `invalid_json`); every
- * failure response — our typed errors, schema decode errors, unknown routes, defects — leaves with
- * the one error body of design/API.md and the request id inside it; one access-log line per request.
+ * handler runs (1 MiB limit → 413, exactly `application/json` → else 415, malformed or
+ * whitespace-only JSON → 400 `invalid_json`, NUL or lone surrogates in any string → 400
+ * `parameter_invalid` with the field in `param`); a known path with another method → 405 with
+ * `Allow`; every failure response — our typed errors, schema decode errors, unknown routes,
+ * defects — leaves with the one error body of design/API.md and the request id inside it; one access-log line per request.
  */
 import { randomBytes } from "node:crypto"
 import { performance } from "node:perf_hooks"
 import {
+  HttpApi,
+  type HttpApiGroup,
   HttpApp,
   HttpIncomingMessage,
   HttpMiddleware,
@@ -42,8 +46,15 @@ const jsonResponse = (status: number, body: ErrorBody) =>
 const fail = (status: number, code: string, message: string, type: ErrorType = typeForStatus(status)) =>
   jsonResponse(status, errorBody(type, { code, message }))
 
-const isJsonType = (contentType: string) => /^application\/(?:[\w.+-]+\+)?json\b/i.test(contentType.trim())
-const isFormType = (contentType: string) => /^application\/x-www-form-urlencoded\b/i.test(contentType.trim())
+/** The media type of a Content-Type, without parameters (`Application/JSON; charset=utf-8` → `application/json`). */
+const mediaType = (contentType: string) => (contentType.split(";")[0] ?? "").trim().toLowerCase()
+
+/**
+ * Exactly `application/json`: the platform reads only that type as JSON, and any other `+json`
+ * type (`application/merge-patch+json`, …) it would wait on forever for a body already read here.
+ */
+const isJsonType = (contentType: string) => mediaType(contentType) === "application/json"
+const isFormType = (contentType: string) => mediaType(contentType) === "application/x-www-form-urlencoded"
 
 const pathOf = (url: string) => {
   const q = url.indexOf("?")
@@ -97,7 +108,7 @@ const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
           "unsupported_media_type",
           form
             ? "this endpoint expects Content-Type: application/x-www-form-urlencoded"
-            : "request bodies must be JSON (Content-Type: application/json)"
+            : "request bodies must be JSON sent as Content-Type: application/json (no other type, +json ones included)"
         )
       )
     }
@@ -115,25 +126,32 @@ const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
           : fail(400, "invalid_body", "the request body could not be read")
       )
     }
-    if (!form && !raw && text.right.trim() !== "") {
+    if (!form && !raw && text.right !== "" && text.right.trim() === "") {
+      return Option.some(
+        fail(400, "invalid_json", "the request body is only whitespace: send a JSON value or no body")
+      )
+    }
+    if (!form && !raw && text.right !== "") {
       // Before parsing: a parse of thousands of levels can itself overflow the stack.
       if (jsonDepth(text.right) > MAX_JSON_DEPTH) {
         return Option.some(
           fail(400, "invalid_json", `JSON values may be nested at most ${MAX_JSON_DEPTH} levels deep`)
         )
       }
-      let nul = false
+      let value: unknown
       try {
-        JSON.parse(text.right, (key, value) => {
-          if (key.includes("\u0000") || (typeof value === "string" && value.includes("\u0000"))) nul = true
-          return value
-        })
+        value = JSON.parse(text.right)
       } catch (e) {
         return Option.some(
-          fail(400, "invalid_json", `the request body is not valid JSON: ${(e as Error).message}`)
+          fail(
+            400,
+            "invalid_json",
+            `the request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`
+          )
         )
       }
-      if (nul) return Option.some(nulRefused)
+      const bad = badText(value, [])
+      if (bad !== undefined) return Option.some(badTextRefused(bad))
     }
     if (form && /%00/i.test(text.right)) return Option.some(nulRefused)
     return Option.none()
@@ -163,7 +181,65 @@ const jsonDepth = (text: string): number => {
 }
 
 /** PostgreSQL text cannot hold U+0000: refused up front, wherever it appears, as bad input. */
-const nulRefused = fail(400, "parameter_invalid", "text must not contain NUL (U+0000) characters")
+const NUL_MESSAGE = "text must not contain NUL (U+0000) characters"
+const nulRefused = fail(400, "parameter_invalid", NUL_MESSAGE)
+
+/** A UTF-16 surrogate without its partner (JSON's `"\ud800"` escape): not a character, and PostgreSQL refuses it. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+interface BadText {
+  /** The field holding the bad string, or the object holding the bad field name. */
+  readonly path: ReadonlyArray<string | number>
+  readonly inKey: boolean
+  readonly problem: "nul" | "surrogate"
+}
+
+const problemOf = (text: string): BadText["problem"] | undefined =>
+  text.includes("\u0000") ? "nul" : LONE_SURROGATE.test(text) ? "surrogate" : undefined
+
+/**
+ * The first string or field name of a parsed JSON body that text columns cannot hold, with where it
+ * is. Recursion is bounded by MAX_JSON_DEPTH, checked before parsing.
+ */
+const badText = (value: unknown, path: ReadonlyArray<string | number>): BadText | undefined => {
+  if (typeof value === "string") {
+    const problem = problemOf(value)
+    return problem === undefined ? undefined : { path, inKey: false, problem }
+  }
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const bad = badText(value[i], [...path, i])
+      if (bad !== undefined) return bad
+    }
+    return undefined
+  }
+  if (typeof value === "object" && value !== null) {
+    for (const [key, field] of Object.entries(value)) {
+      const problem = problemOf(key)
+      if (problem !== undefined) return { path, inKey: true, problem }
+      const bad = badText(field, [...path, key])
+      if (bad !== undefined) return bad
+    }
+  }
+  return undefined
+}
+
+const badTextRefused = (bad: BadText) => {
+  const param = bad.path.length > 0 ? bad.path.map(String).join(".") : undefined
+  const what = bad.inKey ? `a field name in ${param ?? "the body"}` : (param ?? "the body")
+  const message =
+    bad.problem === "nul"
+      ? `${what}: ${NUL_MESSAGE}`
+      : `${what}: text must be well-formed Unicode (a lone UTF-16 surrogate such as \\ud800 is not a character)`
+  return jsonResponse(
+    400,
+    errorBody("invalid_request_error", {
+      code: "parameter_invalid",
+      message,
+      ...(param === undefined || bad.inKey ? {} : { param })
+    })
+  )
+}
 
 /** A query string carrying an encoded NUL is refused before any handler sees it. */
 const checkQuery = (request: HttpServerRequest.HttpServerRequest) => {
@@ -279,11 +355,84 @@ const withRequestId = (
   })
 }
 
-const causeToResponse = (cause: Cause.Cause<unknown>) => {
+/** The `Allow` header for a request path (routePath), or undefined when no route has that path. */
+export type AllowedMethods = (path: string) => string | undefined
+
+const METHOD_ORDER = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+
+/** `/user/:id` → a regex for the lower-cased paths it matches (`:param` is one segment). */
+const templateRegex = (template: string) => {
+  const segments = template
+    .split("/")
+    .map((segment) => (segment.startsWith(":") ? "[^/]+" : segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
+  return new RegExp(`^${segments.join("/")}/?$`)
+}
+
+/**
+ * The methods each path of `api` (plus `extraRoutes`, the raw routes beside it) answers, computed
+ * once, matched as the router matches (case ignored, trailing slash ignored, `:param` one segment).
+ * A GET route also answers HEAD.
+ */
+export const allowedMethods = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
+  api: HttpApi.HttpApi<Id, Groups, E, R>,
+  extraRoutes: ReadonlyArray<{ readonly method: string; readonly path: string }> = []
+): AllowedMethods => {
+  const routes: Array<{ readonly method: string; readonly path: string }> = [...extraRoutes]
+  HttpApi.reflect(api, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => {
+      routes.push({ method: endpoint.method, path: endpoint.path })
+    }
+  })
+  const byTemplate = new Map<string, Set<string>>()
+  for (const route of routes) {
+    const template = route.path.toLowerCase().replace(/\/+$/, "")
+    const methods = byTemplate.get(template) ?? new Set<string>()
+    methods.add(route.method.toUpperCase())
+    if (route.method.toUpperCase() === "GET") methods.add("HEAD")
+    byTemplate.set(template, methods)
+  }
+  const compiled = [...byTemplate].map(([template, methods]) => ({ methods, regex: templateRegex(template) }))
+  return (path) => {
+    const methods = new Set<string>()
+    for (const c of compiled) if (c.regex.test(path)) for (const m of c.methods) methods.add(m)
+    if (methods.size === 0) return undefined
+    const rank = (m: string) => (METHOD_ORDER.includes(m) ? METHOD_ORDER.indexOf(m) : METHOD_ORDER.length)
+    return [...methods].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b)).join(", ")
+  }
+}
+
+/** An unknown route: 405 with `Allow` when the path exists under other methods, else 404. */
+const routeNotFound = (request: HttpServerRequest.HttpServerRequest, allow: AllowedMethods | undefined) => {
+  const methods = allow?.(routePath(request.url))
+  if (methods === undefined) return HttpServerResponse.empty({ status: 404 })
+  return HttpServerResponse.setHeader(
+    fail(
+      405,
+      "method_not_allowed",
+      `${request.method} is not allowed on ${pathOf(request.url)}; it answers ${methods}`
+    ),
+    "allow",
+    methods
+  )
+}
+
+/** The router's own miss (an empty 404, unlike a handler's NotFound) may be a 405. */
+const routeMissToAllow = (
+  response: HttpServerResponse.HttpServerResponse,
+  request: HttpServerRequest.HttpServerRequest,
+  allow: AllowedMethods | undefined
+) => (response.status === 404 && response.body._tag === "Empty" ? routeNotFound(request, allow) : response)
+
+const causeToResponse = (
+  cause: Cause.Cause<unknown>,
+  request: HttpServerRequest.HttpServerRequest,
+  allow: AllowedMethods | undefined
+) => {
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) {
     const error = failure.value as { _tag?: unknown }
-    if (error._tag === "RouteNotFound") return Effect.succeed(HttpServerResponse.empty({ status: 404 }))
+    if (error._tag === "RouteNotFound") return Effect.succeed(routeNotFound(request, allow))
     if (error._tag === "RequestError")
       return Effect.succeed(fail(400, "invalid_body", "the request could not be read"))
   }
@@ -297,6 +446,8 @@ const causeToResponse = (cause: Cause.Cause<unknown>) => {
 export const apiMiddleware = (
   options: {
     readonly accessLog?: boolean
+    /** Which methods a path answers, for 405s (allowedMethods); without it every unknown route is a 404. */
+    readonly allow?: AllowedMethods
     readonly onResponse?: (info: {
       method: string
       route: string
@@ -324,13 +475,15 @@ export const apiMiddleware = (
         Option.isSome(refused)
           ? Effect.succeed(withRequestId(refused.value, requestId, request))
           : HttpApp.withPreResponseHandler(app, (req, res) =>
-              Effect.succeed(withRequestId(res, requestId, req))
+              Effect.succeed(withRequestId(routeMissToAllow(res, req, options.allow), requestId, req))
             )
       ).pipe(
         Effect.catchAllCause((cause) =>
           Cause.isInterruptedOnly(cause)
             ? Effect.failCause(cause)
-            : Effect.map(causeToResponse(cause), (r) => withRequestId(r, requestId, request))
+            : Effect.map(causeToResponse(cause, request, options.allow), (r) =>
+                withRequestId(r, requestId, request)
+              )
         ),
         Effect.locally(CurrentRequestId, requestId),
         Effect.annotateLogs(annotations)

@@ -11,9 +11,8 @@ import {
   HttpClient,
   HttpClientRequest
 } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
 import { describe, layer } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Layer, Logger, Schema } from "effect"
 import { expect } from "vitest"
 import { Authentication, AuthenticationLive, NoRouteScopes, requireScope } from "../../src/http/Auth.js"
 import {
@@ -24,8 +23,8 @@ import {
   PayloadTooLarge,
   UnsupportedMediaType
 } from "../../src/http/errors.js"
-import { apiMiddleware, MAX_BODY_BYTES, MAX_JSON_DEPTH } from "../../src/http/middleware.js"
-import { TestCredentials, TestHttp } from "../support/http.js"
+import { allowedMethods, apiMiddleware, MAX_BODY_BYTES, MAX_JSON_DEPTH } from "../../src/http/middleware.js"
+import { NodeServerTest, rawRequest, TestCredentials, TestHttp } from "../support/http.js"
 
 interface ErrorJson {
   readonly error: {
@@ -101,10 +100,36 @@ const ProbeHandlers = Layer.mergeAll(
   ).pipe(Layer.provide(AuthenticationLive.pipe(Layer.provide([TestCredentials, NoRouteScopes]))))
 )
 
-const ProbeServer = HttpApiBuilder.serve(apiMiddleware({ accessLog: false })).pipe(
-  Layer.provide(HttpApiBuilder.api(ProbeApi).pipe(Layer.provide(ProbeHandlers))),
-  Layer.provideMerge(NodeHttpServer.layerTest)
+/** Every line the probe server logs, with its level. */
+const probeLogs: Array<{ readonly level: string; readonly message: string }> = []
+const CaptureLogs = Logger.add(
+  Logger.make(({ logLevel, message }) => {
+    probeLogs.push({ level: logLevel.label, message: String(message) })
+  })
 )
+
+const ProbeServer = HttpApiBuilder.serve(
+  apiMiddleware({ accessLog: false, allow: allowedMethods(ProbeApi) })
+).pipe(
+  Layer.provide(HttpApiBuilder.api(ProbeApi).pipe(Layer.provide(ProbeHandlers))),
+  Layer.provideMerge(NodeServerTest),
+  Layer.provide(CaptureLogs)
+)
+
+const WHITESPACE_BODY = " \n\t\r\n "
+
+/** Status line, headers (lower-cased names) and body of a raw HTTP/1.1 response. */
+const parseRaw = (text: string) => {
+  const end = text.indexOf("\r\n\r\n")
+  const head = end === -1 ? text : text.slice(0, end)
+  const [statusLine = "", ...lines] = head.split("\r\n")
+  const headers: Record<string, string> = {}
+  for (const line of lines) {
+    const colon = line.indexOf(":")
+    if (colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim()
+  }
+  return { status: Number(statusLine.split(" ")[1]), headers, text: end === -1 ? "" : text.slice(end + 4) }
+}
 
 describe("error model", () => {
   layer(ProbeServer, { excludeTestServices: true })("probe api", (it) => {
@@ -156,6 +181,44 @@ describe("error model", () => {
       })
     )
 
+    it.effect("a whitespace-only JSON body is a 400 invalid_json and logs no ERROR", () =>
+      Effect.gen(function* () {
+        probeLogs.length = 0
+        const r = yield* send(
+          HttpClientRequest.post("/probe/echo").pipe(
+            HttpClientRequest.bodyText(WHITESPACE_BODY, "application/json")
+          )
+        )
+        expectError(r, 400, "invalid_json")
+        expect(probeLogs.filter((l) => l.level === "ERROR" || l.level === "FATAL")).toEqual([])
+      })
+    )
+
+    it.effect("a request line over 16 KB, or one Node cannot parse, gets the error body", () =>
+      Effect.gen(function* () {
+        const long = parseRaw(
+          (yield* rawRequest(`GET /probe/${"a".repeat(17 * 1024)} HTTP/1.1\r\nHost: x\r\n\r\n`)).text
+        )
+        expect(long.status).toBe(431)
+        expect(long.headers["content-type"]).toMatch(/application\/json/)
+        const body = JSON.parse(long.text) as ErrorJson
+        expect(body.error).toMatchObject({ type: "invalid_request_error", code: "request_header_too_large" })
+        expect(body.error.requestId).toMatch(/^req_/)
+        expect(long.headers["request-id"]).toBe(body.error.requestId)
+        const garbage = parseRaw((yield* rawRequest("NOT AN HTTP REQUEST\r\n\r\n")).text)
+        expect(garbage.status).toBe(400)
+        expect((JSON.parse(garbage.text) as ErrorJson).error.code).toBe("invalid_request")
+      })
+    )
+
+    it.effect("a wrong method on a known path is a 405 with Allow", () =>
+      Effect.gen(function* () {
+        const r = yield* send(HttpClientRequest.get("/probe/echo"))
+        expect(expectError(r, 405, "method_not_allowed").error.message).toContain("GET")
+        expect(r.headers.allow).toBe("POST")
+      })
+    )
+
     it.effect("authentication and scopes", () =>
       Effect.gen(function* () {
         expect(
@@ -191,7 +254,126 @@ describe("the service", () => {
       Effect.gen(function* () {
         const r = yield* send(HttpClientRequest.get("/nope"))
         expect(expectError(r, 404, "resource_missing").error.message).toContain("/nope")
-        expectError(yield* send(HttpClientRequest.del("/health")), 404, "resource_missing")
+        expectError(yield* send(HttpClientRequest.del("/nope/deeper")), 404, "resource_missing")
+      })
+    )
+
+    it.effect("a wrong method on an existing path is a 405 listing the path's methods in Allow", () =>
+      Effect.gen(function* () {
+        const del = yield* send(HttpClientRequest.del("/health"))
+        expectError(del, 405, "method_not_allowed")
+        expect(del.headers.allow).toBe("GET, HEAD")
+        const get = yield* send(HttpClientRequest.get("/auth/register"))
+        expectError(get, 405, "method_not_allowed")
+        expect(get.headers.allow).toBe("POST")
+        // Templates with parameters, the router's case and trailing-slash rules, raw routes.
+        const user = yield* send(HttpClientRequest.post("/User/usr_x/"))
+        expectError(user, 405, "method_not_allowed")
+        expect(user.headers.allow).toBe("GET, HEAD, PUT, DELETE")
+        expect((yield* send(HttpClientRequest.get("/rpc"))).headers.allow).toBe("POST")
+        expect((yield* send(HttpClientRequest.del("/metrics"))).headers.allow).toBe("GET, HEAD")
+        expect((yield* send(HttpClientRequest.head("/health"))).status).toBe(200)
+      })
+    )
+
+    it.effect("a lone UTF-16 surrogate in any JSON string is a 400 naming the field", () =>
+      Effect.gen(function* () {
+        const cases: ReadonlyArray<readonly [string, string, string | undefined]> = [
+          ["/auth/register", '{"email":"a@example.com","password":"\\ud800whatever1"}', "password"],
+          ["/auth/register", '{"email":"a\\udc00@example.com","password":"whatever12"}', "email"],
+          [
+            "/auth/register",
+            '{"email":"s@example.com","password":"whatever12","firstName":"Ada\\ud800","lastName":"L"}',
+            "firstName"
+          ],
+          [
+            "/auth/login",
+            '{"email":"a@example.com","password":"whatever1","m":{"x":["ok","\\udfff"]}}',
+            "m.x.1"
+          ],
+          ["/auth/login", '{"email":"a@example.com","password":"whatever1","\\ud83d":1}', undefined],
+          ["/auth/login", '{"email":"a@example.com","password":"\\ude00\\ud83d"}', "password"]
+        ]
+        for (const [path, body, param] of cases) {
+          const r = yield* send(
+            HttpClientRequest.post(path).pipe(HttpClientRequest.bodyText(body, "application/json"))
+          )
+          expect(expectError(r, 400, "parameter_invalid").error.param, body).toBe(param)
+        }
+        // A surrogate pair (one character, escaped or not) is ordinary text.
+        for (const password of ["\\ud83d\\ude00whatever", "\ud83d\ude00whatever"]) {
+          const pair = yield* send(
+            HttpClientRequest.post("/auth/login").pipe(
+              HttpClientRequest.bodyText(
+                `{"email":"a@example.com","password":"${password}"}`,
+                "application/json"
+              )
+            )
+          )
+          expectError(pair, 401, "invalid_credentials")
+        }
+        // URLs cannot carry one: percent-decoding yields U+FFFD or no match, never a lone surrogate.
+        for (const url of ["/user/%ED%A0%80", "/user?q=%ED%A0%80", "/user?tag=%ED%A0%80&sort=%ED%A0%80"]) {
+          const r = yield* send(HttpClientRequest.get(url).pipe(HttpClientRequest.bearerToken("test-admin")))
+          expect(r.status, `${url}: ${r.text}`).toBeLessThan(500)
+        }
+      })
+    )
+
+    it.effect("JSON bodies are application/json exactly: other +json types are a prompt 415", () =>
+      Effect.gen(function* () {
+        const body = '{"email":"a@example.com","password":"whatever1"}'
+        for (const [method, path] of [
+          ["POST", "/auth/register"],
+          ["POST", "/auth/login"],
+          ["PUT", "/user/usr_x"],
+          ["POST", "/health"]
+        ] as const) {
+          for (const type of [
+            "application/merge-patch+json",
+            "application/vnd.api+json",
+            "application/json-seq"
+          ]) {
+            const r = yield* send(
+              HttpClientRequest.make(method)(path).pipe(
+                HttpClientRequest.bearerToken("test-admin"),
+                HttpClientRequest.bodyText(body, type)
+              )
+            ).pipe(
+              Effect.timeoutFail({
+                duration: "5 seconds",
+                onTimeout: () => `${method} ${path} ${type} hangs`
+              })
+            )
+            expectError(r, 415, "unsupported_media_type")
+          }
+        }
+        const charset = yield* send(
+          HttpClientRequest.post("/auth/login").pipe(
+            HttpClientRequest.bodyText(body, "Application/JSON; charset=utf-8")
+          )
+        )
+        expectError(charset, 401, "invalid_credentials")
+        // Without a body a Content-Type is irrelevant.
+        const empty = yield* send(
+          HttpClientRequest.post("/auth/logout").pipe(
+            HttpClientRequest.setHeader("content-type", "application/merge-patch+json")
+          )
+        ).pipe(
+          Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => "an empty merge-patch body hangs" })
+        )
+        expect(empty.status).toBeLessThan(500)
+      })
+    )
+
+    it.effect("a whitespace-only JSON body is a 400 invalid_json", () =>
+      Effect.gen(function* () {
+        for (const path of ["/auth/register", "/auth/login", "/health"]) {
+          const r = yield* send(
+            HttpClientRequest.post(path).pipe(HttpClientRequest.bodyText(WHITESPACE_BODY, "application/json"))
+          )
+          expectError(r, 400, "invalid_json")
+        }
       })
     )
 
