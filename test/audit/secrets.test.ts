@@ -4,13 +4,14 @@
  * endpoint (and rotates its secret) and a completed password reset, the export (`exportEventLog`, as
  * `npm run events:export` runs it) and the `EventLog.Stream` RPC feed hold none of the secrets it
  * knows — the raw ones it was shown and every `Secret` field it reads inside the process — while
- * "[secret]" stands in their place; nor do the public snapshots that webhooks deliver.
+ * "[secret]" stands in their place; nor do the public snapshots that webhooks deliver, nor the logs.
  */
 import { FetchHttpClient, HttpServer } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
 import { RpcClient, RpcSerialization } from "@effect/rpc"
 import { SqlClient } from "@effect/sql"
 import { describe, layer } from "@effect/vitest"
-import { Chunk, Effect, Either, Layer, Schema, Stream } from "effect"
+import { Chunk, Effect, Either, Layer, Logger, LogLevel, Schema, Stream } from "effect"
 import { expect, it as vitest } from "vitest"
 import { exportEventLog, parseEventLogRequest } from "../../src/audit/EventLog.js"
 import * as Checkpoint from "../../src/eventstore/Checkpoint.js"
@@ -28,8 +29,10 @@ import {
 } from "../../src/eventstore/EventType.js"
 import { AuditRpcs } from "../../src/http/Rpc.js"
 import { eventTypes } from "../../src/registry.js"
+import { HttpAppLive } from "../../src/server.js"
 import { isWebhookEventType } from "../../src/webhooks/catalogue.js"
-import { adminLogin, call, IdentityHttp, registerShopper, uniqueEmail } from "../support/identity.js"
+import { testConfig } from "../support/database.js"
+import { adminLogin, call, identityServices, registerShopper, uniqueEmail } from "../support/identity.js"
 
 const NEW_PASSWORD = "a brand new passphrase"
 
@@ -43,7 +46,21 @@ const ClientProtocol = Layer.unwrapEffect(
   )
 )
 
-const AuditHttp = ClientProtocol.pipe(Layer.provideMerge(IdentityHttp))
+/** Every log line the app writes while the suite runs, at every level (as logfmt, instead of stdout). */
+const logged: Array<string> = []
+const CaptureLogs = Layer.merge(
+  Logger.replace(
+    Logger.defaultLogger,
+    Logger.map(Logger.logfmtLogger, (line) => void logged.push(line))
+  ),
+  Logger.minimumLogLevel(LogLevel.All)
+)
+
+const AuditHttp = ClientProtocol.pipe(
+  Layer.provideMerge(HttpAppLive),
+  Layer.provideMerge(NodeHttpServer.layerTest),
+  Layer.provideMerge(identityServices(testConfig().pipe(Layer.provideMerge(CaptureLogs))))
+)
 
 const expectStatus = (r: { readonly status: number; readonly text: string }, status: number) =>
   expect(r.status, r.text).toBe(status)
@@ -235,6 +252,10 @@ layer(AuditHttp, { excludeTestServices: true, timeout: 120_000 })("secrets in th
         expect(leaked(deliverable.map((s) => s.data).join("\n"), known)).toEqual([])
         // The reset token is public-event data only for the email, a type no webhook can subscribe to.
         expect(isWebhookEventType("customer.password_reset")).toBe(false)
+
+        // Nor do the logs (one access-log line per request at least).
+        expect(logged.filter((l) => l.includes('message="http request"')).length).toBeGreaterThan(10)
+        expect(leaked(logged.join("\n"), known)).toEqual([])
       }).pipe(Effect.scoped)
   )
 })
