@@ -4,8 +4,11 @@
  * endpoint (and rotates its secret) and a completed password reset, the export (`exportEventLog`, as
  * `npm run events:export` runs it) and the `EventLog.Stream` RPC feed hold none of the secrets it
  * knows — the raw ones it was shown and every `Secret` field it reads inside the process — while
- * "[secret]" stands in their place; nor do the public snapshots that webhooks deliver, nor the logs.
+ * "[secret]" stands in their place; nor do the public snapshots that webhooks deliver, nor the logs. And the
+ * export redirected from npm is NDJSON: the README runs it with `npm run -s`.
  */
+import { execFileSync } from "node:child_process"
+import { readFileSync } from "node:fs"
 import { FetchHttpClient, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { RpcClient, RpcSerialization } from "@effect/rpc"
@@ -341,4 +344,25 @@ describe("Secret", () => {
       ].sort()
     )
   })
+})
+
+describe("npm run -s events:export > file", () => {
+  const root = new URL("../../", import.meta.url)
+  const npm = (args: ReadonlyArray<string>) =>
+    execFileSync("npm", [...args], { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] })
+
+  vitest(
+    "npm's banner goes to stdout without -s, so the README redirects only with -s",
+    () => {
+      expect(npm(["run", "events:export", "--", "--help"])).toMatch(/^\s*> commerce-platform@/)
+      expect(npm(["run", "-s", "events:export", "--", "--help"])).toMatch(/^usage: npm run -s events:export/)
+      const readme = readFileSync(new URL("README.md", root), "utf8")
+      const runs = readme.split("\n").filter((line) => /npm run\b[^`]*events:export/.test(line))
+      expect(runs.length).toBeGreaterThan(0)
+      for (const line of runs.filter((l) => /events:export[^`]*>/.test(l)))
+        expect(line, "a redirected export").toMatch(/npm run -s events:export/)
+      expect(readme).toContain("npm run -s events:export > history.ndjson")
+    },
+    60_000
+  )
 })
