@@ -3,7 +3,9 @@
  * the event history as NDJSON (the `EventLog.Stream` item shape, one event per line) for auditors,
  * read in batches with the gap-safe reader so memory stays flat. The data goes to the file (moved into
  * place only when complete) or stdout; logs and the summary go to stderr. The database is read as it
- * is: no migrations are applied.
+ * is: no migrations are applied. Secret fields (`Secret(…)` in the event schemas) are written as
+ * `"[secret]"`. Run it as `npm run -s events:export` when redirecting stdout: without `-s`, npm
+ * prints its own banner to stdout ahead of the NDJSON.
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Either, Layer, Logger, LogLevel } from "effect"
@@ -12,7 +14,9 @@ import { EXPORT_USAGE, openSink, parseExportArgs } from "../src/audit/Export.js"
 import { AppConfigLive } from "../src/config.js"
 import { DatabaseLive } from "../src/db/Database.js"
 import { EventStore } from "../src/eventstore/EventStore.js"
+import { KnownEventTypesLive } from "../src/eventstore/EventType.js"
 import { EventStoreServicesLive } from "../src/eventstore/layers.js"
+import { eventTypes } from "../src/registry.js"
 
 /** Usage errors are reported before the database is opened. */
 const usage = (message: string): never => {
@@ -54,7 +58,13 @@ const StderrLogs = Layer.merge(
 )
 
 program.pipe(
-  Effect.provide(EventStoreServicesLive.pipe(Layer.provideMerge(DatabaseLive), Layer.provide(AppConfigLive))),
+  Effect.provide(
+    Layer.merge(
+      EventStoreServicesLive.pipe(Layer.provideMerge(DatabaseLive), Layer.provide(AppConfigLive)),
+      // Secret fields of these types leave as "[secret]".
+      KnownEventTypesLive(eventTypes)
+    )
+  ),
   Effect.provide(StderrLogs),
   Effect.tapErrorCause((cause) => Effect.logError("events:export failed", cause)),
   NodeRuntime.runMain({ disablePrettyLogger: true })

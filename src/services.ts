@@ -12,6 +12,7 @@ import type { AppConfig } from "./config.js"
 import { customersModule } from "./customers/module.js"
 import type { AppendSignal } from "./eventstore/AppendSignal.js"
 import type { EventStore } from "./eventstore/EventStore.js"
+import { KnownEventTypesLive } from "./eventstore/EventType.js"
 import type { Keyring } from "./eventstore/Keyring.js"
 import { PersistenceLive } from "./eventstore/layers.js"
 import { AuthenticationLive, type CredentialVerifier, RouteScopes, routeScopesOf } from "./http/Auth.js"
@@ -23,6 +24,7 @@ import { type Projection, ProjectionsLive } from "./kernel/Projection.js"
 import { notificationsModule } from "./notifications/module.js"
 import { type DueWork, DueWorkLive } from "./processors/DueWork.js"
 import { type Processor, SupervisorLive } from "./processors/Supervisor.js"
+import { eventTypes } from "./registry.js"
 import { webhooksModule } from "./webhooks/module.js"
 
 /** What background processors may require. */
@@ -87,6 +89,7 @@ export const servicesLayer = <E = never, R = never>(options: {
         ProjectionsLive(options.projections)
       )
     ),
-    Layer.provideMerge(PersistenceLive)
+    // Every event type, for redacting secrets where stored events leave the process (audit feed).
+    Layer.provideMerge(Layer.merge(PersistenceLive, KnownEventTypesLive(eventTypes)))
   )
 }

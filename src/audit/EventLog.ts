@@ -3,13 +3,16 @@
  * read in batches with the gap-safe reader (so memory stays flat and a resumed read never misses an
  * event that committed late). Served by the `EventLog.Stream` RPC and `npm run events:export`; both
  * emit the same item shape. Data is as stored (not upcast), personal fields decrypted where the
- * subject's key still exists and `{"_tag":"Shredded"}` where it was erased.
+ * subject's key still exists and `{"_tag":"Shredded"}` where it was erased, and every `Secret` field
+ * (password and key hashes, webhook signing secrets, tokens) replaced by `"[secret]"`: the feed and
+ * the export leave the process, so `toEventLogItem` is the one place both redact.
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Chunk, Clock, Data, Duration, Effect, Option, Queue, Schema, Stream } from "effect"
 import type { AppendSignalShape } from "../eventstore/AppendSignal.js"
 import * as Checkpoint from "../eventstore/Checkpoint.js"
 import { checkpointOf, type EventStoreShape, type StoredEvent } from "../eventstore/EventStore.js"
+import { type EventTypes, KnownEventTypes } from "../eventstore/EventType.js"
 
 /** One event of the history, as sent over `/rpc` and written by the export (one JSON line each). */
 export const EventLogItem = Schema.Struct({
@@ -28,7 +31,8 @@ export const EventLogItem = Schema.Struct({
 }).annotations({ identifier: "EventLogItem" })
 export type EventLogItem = typeof EventLogItem.Type
 
-export const toEventLogItem = (event: StoredEvent): EventLogItem => ({
+/** An event as it leaves the process: secrets of the types in `types` read `"[secret]"`. */
+export const toEventLogItem = (event: StoredEvent, types: EventTypes): EventLogItem => ({
   position: event.globalPosition,
   checkpoint: Checkpoint.format(checkpointOf(event)),
   streamId: event.streamId,
@@ -36,7 +40,7 @@ export const toEventLogItem = (event: StoredEvent): EventLogItem => ({
   eventId: event.eventId,
   type: event.type,
   schemaVersion: event.schemaVersion,
-  data: event.data,
+  data: types.redact(event.type, event.data),
   metadata: event.metadata,
   recordedAt: event.recordedAt.toISOString()
 })
@@ -239,8 +243,9 @@ export const exportEventLog = <E, R>(
   query: EventLogQuery,
   write: (chunk: string) => Effect.Effect<void, E, R>,
   options: ReadEventLogOptions = {}
-): Effect.Effect<ExportSummary, SqlError | E, R> =>
+): Effect.Effect<ExportSummary, SqlError | E, R | KnownEventTypes> =>
   Effect.gen(function* () {
+    const types = yield* KnownEventTypes
     const seen: { events: number; first: StoredEvent | null; last: StoredEvent | null } = {
       events: 0,
       first: null,
@@ -251,7 +256,7 @@ export const exportEventLog = <E, R>(
         if (Chunk.isEmpty(chunk)) return Effect.void
         let text = ""
         for (const event of chunk) {
-          text += `${JSON.stringify(toEventLogItem(event))}\n`
+          text += `${JSON.stringify(toEventLogItem(event, types))}\n`
           seen.first ??= event
           seen.last = event
           seen.events++

@@ -22,9 +22,11 @@ export interface ExportArgs {
 
 export class ExportUsageError extends Data.TaggedError("ExportUsageError")<{ readonly message: string }> {}
 
-export const EXPORT_USAGE = `usage: npm run events:export -- [options]
+export const EXPORT_USAGE = `usage: npm run -s events:export -- [options]
 
 Writes the event history as NDJSON (one event per line) to a file or stdout; a summary goes to stderr.
+Secret fields (password and key hashes, signing secrets, tokens) are written as "[secret]".
+Keep npm's -s when redirecting stdout: without it npm prints its banner to stdout first.
 
   --out <path>          write to this file, in place once complete (default: stdout)
   --stream <id>         only this stream

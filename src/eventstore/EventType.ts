@@ -2,12 +2,19 @@
  * Event types are Schema definitions named `<aggregate>.<past_tense>` with a `schema_version`.
  * Older stored versions are upcast on read, never rewritten. Fields wrapped in `Personal(…)` are
  * encrypted per subject before they reach the database (crypto-shredding): after the subject is
- * forgotten they decode as `Shredded`, so replays and audits keep working.
+ * forgotten they decode as `Shredded`, so replays and audits keep working. Fields wrapped in
+ * `Secret(…)` (password and key hashes, signing secrets, tokens) stay readable inside the process but
+ * leave it only as `"[secret]"`: every outward view of stored events (the audit feed and export)
+ * goes through `redactSecrets`. The two compose: `Secret(Personal(…))` is both.
  */
-import { Effect, Either, ParseResult, Schema, SchemaAST } from "effect"
+import { Context, Effect, Either, Layer, ParseResult, Schema, SchemaAST } from "effect"
 import { EventDecodeError, InvalidEventPayload } from "./errors.js"
 
 const PersonalAnnotationId = Symbol.for("commerce-platform/PersonalData")
+const SecretAnnotationId = Symbol.for("commerce-platform/Secret")
+
+/** What a secret field reads as once it leaves the process. */
+export const REDACTED_SECRET = "[secret]"
 
 /** What a shredded personal field reads back as. */
 export const Shredded = Schema.TaggedStruct("Shredded", {})
@@ -21,6 +28,19 @@ export const isShredded = (value: unknown): value is Shredded =>
 export const Personal = <A, I, R>(schema: Schema.Schema<A, I, R>) =>
   Schema.Union(schema, Shredded).annotations({ [PersonalAnnotationId]: true })
 
+/**
+ * Marks a field as a secret (a credential or what verifies one): readable by deciders, projections
+ * and the webhook signer, but written as `"[secret]"` wherever stored events leave the process.
+ * Only top-level fields of an event's data may be secret (`defineEvent` refuses a nested one). A
+ * secret that fails its schema is reported without its value (parse errors end up in logs).
+ */
+export const Secret = <A, I, R>(schema: Schema.Schema<A, I, R>) =>
+  schema.annotations({
+    [SecretAnnotationId]: true,
+    // A value that fails its schema is not quoted in the error (errors are logged).
+    message: () => ({ message: "a secret (its value is not shown)", override: true })
+  })
+
 /** The value of a personal field, or `fallback` once it was shredded. */
 export const revealOr = <A, B>(value: A | Shredded, fallback: B): A | B =>
   isShredded(value) ? fallback : value
@@ -31,6 +51,43 @@ const isPersonalAst = (ast: SchemaAST.AST): boolean => {
   if (SchemaAST.isRefinement(ast)) return isPersonalAst(ast.from)
   if (SchemaAST.isTransformation(ast)) return isPersonalAst(ast.to)
   return false
+}
+
+const isSecretAst = (ast: SchemaAST.AST): boolean => {
+  if (SchemaAST.getAnnotation(ast, SecretAnnotationId)._tag === "Some") return true
+  if (SchemaAST.isUnion(ast)) return ast.types.some(isSecretAst)
+  if (SchemaAST.isRefinement(ast)) return isSecretAst(ast.from)
+  if (SchemaAST.isTransformation(ast)) return isSecretAst(ast.from) || isSecretAst(ast.to)
+  return false
+}
+
+/** Whether a secret marker sits anywhere below the top level (where redaction would not reach it). */
+const hasNestedSecret = (ast: SchemaAST.AST, seen: Set<SchemaAST.AST> = new Set()): boolean => {
+  if (seen.has(ast)) return false
+  seen.add(ast)
+  if (SchemaAST.getAnnotation(ast, SecretAnnotationId)._tag === "Some") return true
+  switch (ast._tag) {
+    case "Union":
+      return ast.types.some((t) => hasNestedSecret(t, seen))
+    case "Refinement":
+      return hasNestedSecret(ast.from, seen)
+    case "Transformation":
+      return hasNestedSecret(ast.from, seen) || hasNestedSecret(ast.to, seen)
+    case "TypeLiteral":
+      return (
+        ast.propertySignatures.some((p) => hasNestedSecret(p.type, seen)) ||
+        ast.indexSignatures.some((i) => hasNestedSecret(i.type, seen))
+      )
+    case "TupleType":
+      return (
+        ast.elements.some((e) => hasNestedSecret(e.type, seen)) ||
+        ast.rest.some((r) => hasNestedSecret(r.type, seen))
+      )
+    case "Suspend":
+      return hasNestedSecret(ast.f(), seen)
+    default:
+      return false
+  }
 }
 
 const typeLiteralOf = (ast: SchemaAST.AST): SchemaAST.TypeLiteral | undefined => {
@@ -49,6 +106,25 @@ export const personalKeys = (schema: Schema.Schema.AnyNoContext): ReadonlyArray<
     .map((p) => p.name as string)
 }
 
+/** Top-level keys of an event's data that hold secrets. */
+export const secretKeys = (schema: Schema.Schema.AnyNoContext): ReadonlyArray<string> => {
+  const literal = typeLiteralOf(schema.ast)
+  if (!literal) return []
+  return literal.propertySignatures
+    .filter((p) => typeof p.name === "string" && isSecretAst(p.type))
+    .map((p) => p.name as string)
+}
+
+/** Secret markers below the top level of an event's data (which redaction would not reach). */
+const nestedSecrets = (schema: Schema.Schema.AnyNoContext): boolean => {
+  const literal = typeLiteralOf(schema.ast)
+  if (!literal) return hasNestedSecret(schema.ast)
+  return literal.propertySignatures.some((p) => {
+    if (isSecretAst(p.type)) return false
+    return hasNestedSecret(p.type)
+  })
+}
+
 /** A decided domain event: its type name and its (decoded) data. */
 export interface DomainEvent<T extends string = string, A = unknown> {
   readonly type: T
@@ -63,6 +139,8 @@ export interface EventType<T extends string, A, I> {
   /** Upcasters keyed by the version they upgrade *from* (n → n + 1), applied to stored JSON. */
   readonly upcasters: Readonly<Record<number, (data: unknown) => unknown>>
   readonly personalKeys: ReadonlyArray<string>
+  /** Top-level keys of the data that are `Secret`: `"[secret]"` wherever stored events leave the process. */
+  readonly secretKeys: ReadonlyArray<string>
   /** The data subject whose key encrypts this event's personal fields. */
   readonly subject: ((data: A) => string) | undefined
   readonly make: (data: A) => DomainEvent<T, A>
@@ -100,17 +178,39 @@ export const defineEvent = <T extends string, A, I>(
   if (keys.length > 0 && !options.subject) {
     throw new Error(`event type ${type} has personal fields (${keys.join(", ")}) but no subject`)
   }
+  if (nestedSecrets(options.schema)) {
+    throw new Error(`event type ${type} marks a nested field Secret: only top-level fields may be`)
+  }
   return {
     type,
     version,
     schema: options.schema,
     upcasters,
     personalKeys: keys,
+    secretKeys: secretKeys(options.schema),
     subject: options.subject,
     make: (data) => ({ type, data }),
     decode: Schema.decodeUnknownEither(options.schema),
     is: (event): event is DomainEvent<T, A> => event.type === type
   }
+}
+
+/**
+ * Stored data (decrypted, as stored: not upcast) as it may leave the process: every secret key that
+ * holds a value reads `"[secret]"`; a shredded one stays `Shredded` (it holds nothing). Anything that
+ * is not an object is returned as it is.
+ */
+export const redactSecrets = (keys: ReadonlyArray<string>, data: unknown): unknown => {
+  if (keys.length === 0 || typeof data !== "object" || data === null || Array.isArray(data)) return data
+  let out: Record<string, unknown> | undefined
+  for (const key of keys) {
+    if (!Object.hasOwn(data, key)) continue
+    const value: unknown = Reflect.get(data, key)
+    if (value === undefined || value === null || isShredded(value)) continue
+    out ??= { ...data }
+    out[key] = REDACTED_SECRET
+  }
+  return out ?? data
 }
 
 /** Encodes data for storage (validating it), before encryption. */
@@ -183,4 +283,18 @@ export class EventTypes {
   get names(): ReadonlyArray<string> {
     return [...this.byType.keys()]
   }
+  /** `data` of an event of `type` as it may leave the process (see `redactSecrets`). */
+  redact(type: string, data: unknown): unknown {
+    const eventType = this.byType.get(type)
+    return eventType ? redactSecrets(eventType.secretKeys, data) : data
+  }
 }
+
+/**
+ * Every event type of the service (the registry's), for what shows stored events outside the process:
+ * the audit feed and export redact secrets with it (`EventTypes.redact`). Provided by the composition.
+ */
+export class KnownEventTypes extends Context.Tag("KnownEventTypes")<KnownEventTypes, EventTypes>() {}
+
+export const KnownEventTypesLive = (types: ReadonlyArray<AnyEventType>) =>
+  Layer.sync(KnownEventTypes, () => new EventTypes(types))

@@ -6,6 +6,8 @@
  *   type, bounded by `limit`, optionally following new events for a bounded time);
  * - `Ops.Status` — subscriptions (checkpoint, lag, lease, status), processors, due-work backlog.
  *
+ * Items are the audit feed's: `Secret` fields of the event schemas read `"[secret]"`.
+ *
  * Same credentials as REST (`Authorization: Bearer …` through the `CredentialVerifier`); every call
  * needs the `read:events` scope (an `RpcScope` annotation can ask for another). Failures are typed
  * and carry the REST error body: `Unauthorized` (401-style), `Forbidden` (403), `BadRequest` (invalid
@@ -29,6 +31,7 @@ import { type OpsReport, OpsStatus, oldestDueAgeSeconds } from "../audit/OpsStat
 import { AppendSignal } from "../eventstore/AppendSignal.js"
 import * as Checkpoint from "../eventstore/Checkpoint.js"
 import { EventStore } from "../eventstore/EventStore.js"
+import { KnownEventTypes } from "../eventstore/EventType.js"
 import { authenticate, CredentialVerifier, CurrentActor, requireScope } from "./Auth.js"
 import { BadRequest, errorBody, Forbidden, InternalError, Unauthorized } from "./errors.js"
 
@@ -177,6 +180,7 @@ export const AuditRpcsHandlers = AuditRpcs.toLayer(
     const store = yield* EventStore
     const ops = yield* OpsStatus
     const signal = yield* Effect.serviceOption(AppendSignal)
+    const types = yield* KnownEventTypes
     return {
       "EventLog.Stream": (payload) =>
         Stream.unwrap(
@@ -186,7 +190,7 @@ export const AuditRpcsHandlers = AuditRpcs.toLayer(
             ),
             Effect.map((query) =>
               readEventLog(store, query, signal._tag === "Some" ? { signal: signal.value } : {}).pipe(
-                Stream.map(toEventLogItem),
+                Stream.map((event) => toEventLogItem(event, types)),
                 Stream.catchAll((error) => Stream.fromEffect(internal("EventLog.Stream")(error)))
               )
             )

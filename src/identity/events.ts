@@ -1,10 +1,12 @@
 /**
  * Identity events. Users, sessions (refresh-token families), API keys and OAuth clients are
  * aggregates of their own. A user's personal fields (email, names, password hash) are encrypted
- * under the user's own key: erasing the linked customer forgets it too.
+ * under the user's own key: erasing the linked customer forgets it too. Credentials and what
+ * verifies them (password hashes, token and key hashes, the reset token) are `Secret`: readable here,
+ * `"[secret]"` wherever events leave the process (the audit feed and export).
  */
 import { Schema } from "effect"
-import { defineEvent, type EventOf, Personal } from "../eventstore/EventType.js"
+import { defineEvent, type EventOf, Personal, Secret } from "../eventstore/EventType.js"
 
 export const RoleSchema = Schema.Literal("admin", "customer")
 
@@ -22,7 +24,7 @@ export const UserRegistered = defineEvent("user.registered", {
     email: Personal(Schema.String),
     firstName: Personal(Schema.String),
     lastName: Personal(Schema.String),
-    passwordHash: Personal(Schema.String),
+    passwordHash: Secret(Personal(Schema.String)),
     role: RoleSchema,
     /** The linked customer record (registered shoppers). */
     customerId: Schema.optional(Schema.String)
@@ -39,12 +41,12 @@ export const UserPasswordResetRequested = defineEvent("user.password_reset_reque
     userId: Schema.String,
     resetId: Schema.String,
     /** SHA-256 of the single-use token: what a confirmation is checked against. */
-    tokenHash: Schema.String,
+    tokenHash: Secret(Schema.String),
     /**
      * The token itself, for the `customer.password_reset` email. Encrypted under the user's key;
      * worthless once used, superseded or expired.
      */
-    token: Personal(Schema.String),
+    token: Secret(Personal(Schema.String)),
     expiresAt: Schema.Date
   }),
   subject: (d) => d.userId
@@ -55,7 +57,7 @@ export const UserPasswordReset = defineEvent("user.password_reset", {
     userId: Schema.String,
     /** The reset request it completes; absent when an admin tool set the password. */
     resetId: Schema.optional(Schema.String),
-    passwordHash: Personal(Schema.String),
+    passwordHash: Secret(Personal(Schema.String)),
     /** Sessions and access tokens of this user started before this instant are revoked. */
     sessionsValidAfter: Schema.Date
   }),
@@ -93,7 +95,7 @@ export const SessionStarted = defineEvent("session.started", {
   schema: Schema.Struct({
     sessionId: Schema.String,
     userId: Schema.String,
-    refreshTokenHash: Schema.String,
+    refreshTokenHash: Secret(Schema.String),
     accessTokenId: Schema.String,
     startedAt: Schema.Date,
     expiresAt: Schema.Date
@@ -104,8 +106,8 @@ export const TokenRefreshed = defineEvent("token.refreshed", {
   schema: Schema.Struct({
     sessionId: Schema.String,
     userId: Schema.String,
-    previousTokenHash: Schema.String,
-    refreshTokenHash: Schema.String,
+    previousTokenHash: Secret(Schema.String),
+    refreshTokenHash: Secret(Schema.String),
     accessTokenId: Schema.String,
     expiresAt: Schema.Date
   })
@@ -129,7 +131,7 @@ export const ApiKeyCreated = defineEvent("apikey.created", {
     name: Schema.String,
     scopes: Schema.Array(Schema.String),
     /** SHA-256 of the secret; the secret is shown once and never stored. */
-    keyHash: Schema.String,
+    keyHash: Secret(Schema.String),
     keyLast4: Schema.String,
     createdBy: ActorRef
   })
@@ -146,7 +148,7 @@ export const OAuthClientCreated = defineEvent("oauth_client.created", {
     clientId: Schema.String,
     name: Schema.String,
     scopes: Schema.Array(Schema.String),
-    secretHash: Schema.String,
+    secretHash: Secret(Schema.String),
     createdBy: ActorRef
   })
 })

@@ -1,10 +1,11 @@
 /**
  * Webhook endpoint and delivery events. An endpoint's signing secret is `Personal` under the
  * endpoint's own subject: it rests encrypted in the event store, the read model never holds it, and
- * deleting the endpoint destroys its key (the secret is shredded with it).
+ * deleting the endpoint destroys its key (the secret is shredded with it). It is also `Secret`: the
+ * signer reads it, but it leaves the process (audit feed, export) only as `"[secret]"`.
  */
 import { Schema } from "effect"
-import { defineEvent, type EventOf, Personal } from "../eventstore/EventType.js"
+import { defineEvent, type EventOf, Personal, Secret } from "../eventstore/EventType.js"
 import { Metadata } from "../kernel/Metadata.js"
 
 export const WebhookStatus = Schema.Literal("active", "failing", "disabled")
@@ -21,7 +22,7 @@ export const WebhookCreated = defineEvent("webhook.created", {
     url: Schema.String,
     events: Schema.Array(Schema.String),
     metadata: Metadata,
-    secret: Personal(Schema.String),
+    secret: Secret(Personal(Schema.String)),
     /** Who registered it: the owner alerted before an automatic disable. */
     createdBy: Creator
   }),
@@ -42,7 +43,7 @@ export const WebhookUpdated = defineEvent("webhook.updated", {
 export const WebhookSecretRotated = defineEvent("webhook.secret_rotated", {
   schema: Schema.Struct({
     webhookId: Schema.String,
-    secret: Personal(Schema.String),
+    secret: Secret(Personal(Schema.String)),
     previousSecretExpiresAt: Schema.Date
   }),
   subject: (d) => d.webhookId

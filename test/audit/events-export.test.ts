@@ -16,9 +16,10 @@ import { makeSink, openSink, parseExportArgs } from "../../src/audit/Export.js"
 import { AppConfig, makeAppConfig } from "../../src/config.js"
 import * as Checkpoint from "../../src/eventstore/Checkpoint.js"
 import { EventStore } from "../../src/eventstore/EventStore.js"
+import { KnownEventTypesLive } from "../../src/eventstore/EventType.js"
 import { PersistenceLive } from "../../src/eventstore/layers.js"
 import { scopedDatabaseUrl, TestPersistence } from "../support/database.js"
-import { appendDeposits, appendOpened } from "../support/sample.js"
+import { AccountDeposited, AccountOpened, appendDeposits, appendOpened } from "../support/sample.js"
 import { runScript } from "../support/scripts.js"
 
 const seed = Effect.gen(function* () {
@@ -53,10 +54,16 @@ const run = (request: Parameters<typeof parseEventLogRequest>[0], batchSize = 2)
     return { summary, chunks, items }
   })
 
-layer(TestPersistence.pipe(Layer.tap((ctx) => Effect.provide(seed, ctx))), {
-  excludeTestServices: true,
-  timeout: 60_000
-})("exportEventLog", (it) => {
+layer(
+  Layer.merge(
+    TestPersistence.pipe(Layer.tap((ctx) => Effect.provide(seed, ctx))),
+    KnownEventTypesLive([AccountOpened, AccountDeposited])
+  ),
+  {
+    excludeTestServices: true,
+    timeout: 60_000
+  }
+)("exportEventLog", (it) => {
   it.effect("the whole history, one line per event, read in batches", () =>
     Effect.gen(function* () {
       const { summary, chunks, items } = yield* run({})
