@@ -97,23 +97,22 @@ const typeLiteralOf = (ast: SchemaAST.AST): SchemaAST.TypeLiteral | undefined =>
   return undefined
 }
 
+/** Top-level keys of an event's data whose schema is marked as `marked` says. */
+const keysMarked =
+  (marked: (ast: SchemaAST.AST) => boolean) =>
+  (schema: Schema.Schema.AnyNoContext): ReadonlyArray<string> => {
+    const literal = typeLiteralOf(schema.ast)
+    if (!literal) return []
+    return literal.propertySignatures.flatMap((p) =>
+      typeof p.name === "string" && marked(p.type) ? [p.name] : []
+    )
+  }
+
 /** Top-level keys of an event's data that hold personal data. */
-export const personalKeys = (schema: Schema.Schema.AnyNoContext): ReadonlyArray<string> => {
-  const literal = typeLiteralOf(schema.ast)
-  if (!literal) return []
-  return literal.propertySignatures
-    .filter((p) => typeof p.name === "string" && isPersonalAst(p.type))
-    .map((p) => p.name as string)
-}
+export const personalKeys = keysMarked(isPersonalAst)
 
 /** Top-level keys of an event's data that hold secrets. */
-export const secretKeys = (schema: Schema.Schema.AnyNoContext): ReadonlyArray<string> => {
-  const literal = typeLiteralOf(schema.ast)
-  if (!literal) return []
-  return literal.propertySignatures
-    .filter((p) => typeof p.name === "string" && isSecretAst(p.type))
-    .map((p) => p.name as string)
-}
+export const secretKeys = keysMarked(isSecretAst)
 
 /** Secret markers below the top level of an event's data (which redaction would not reach). */
 const nestedSecrets = (schema: Schema.Schema.AnyNoContext): boolean => {

@@ -76,9 +76,9 @@ interface ErrorResponse {
   readonly problem: string | undefined
 }
 
-/** Every 4xx/5xx/default response of every operation, with what is wrong with its body. */
-const errorResponses = (spec: JsonObject): ReadonlyArray<ErrorResponse> => {
-  const out: Array<ErrorResponse> = []
+/** Every response of every operation whose status matches, with its `application/json` content. */
+const jsonResponses = (spec: JsonObject, status: RegExp) => {
+  const out: Array<{ readonly where: string; readonly json: unknown }> = []
   const paths = isObject(spec.paths) ? spec.paths : {}
   for (const [path, item] of Object.entries(paths)) {
     if (!isObject(item)) continue
@@ -86,44 +86,30 @@ const errorResponses = (spec: JsonObject): ReadonlyArray<ErrorResponse> => {
       const operation = item[method]
       if (!isObject(operation)) continue
       const responses = isObject(operation.responses) ? operation.responses : {}
-      for (const [status, raw] of Object.entries(responses)) {
-        if (!/^([45]\d\d|[45]XX|default)$/.test(status)) continue
-        const where = `${method.toUpperCase()} ${path} ${status}`
+      for (const [code, raw] of Object.entries(responses)) {
+        if (!status.test(code)) continue
         const response = deref(spec, raw)
         const content = isObject(response) && isObject(response.content) ? response.content : undefined
-        const json = content?.["application/json"]
-        out.push({
-          where,
-          problem: isObject(json) ? errorBodyProblem(spec, json.schema) : "no application/json body"
-        })
+        out.push({ where: `${method.toUpperCase()} ${path} ${code}`, json: content?.["application/json"] })
       }
     }
   }
   return out
 }
 
+/** Every 4xx/5xx/default response of every operation, with what is wrong with its body. */
+const errorResponses = (spec: JsonObject): ReadonlyArray<ErrorResponse> =>
+  jsonResponses(spec, /^([45]\d\d|[45]XX|default)$/).map(({ where, json }) => ({
+    where,
+    problem: isObject(json) ? errorBodyProblem(spec, json.schema) : "no application/json body"
+  }))
+
 /** Every 2xx JSON response whose body is a bare array (a list must be `{count, models}` or `/v1`'s list object). */
-const bareArrayResponses = (spec: JsonObject): ReadonlyArray<string> => {
-  const out: Array<string> = []
-  const paths = isObject(spec.paths) ? spec.paths : {}
-  for (const [path, item] of Object.entries(paths)) {
-    if (!isObject(item)) continue
-    for (const method of METHODS) {
-      const operation = item[method]
-      if (!isObject(operation)) continue
-      const responses = isObject(operation.responses) ? operation.responses : {}
-      for (const [status, raw] of Object.entries(responses)) {
-        if (!/^2\d\d$/.test(status)) continue
-        const response = deref(spec, raw)
-        const content = isObject(response) && isObject(response.content) ? response.content : undefined
-        const json = content?.["application/json"]
-        const schema = isObject(json) ? deref(spec, json.schema) : undefined
-        if (isObject(schema) && schema.type === "array") out.push(`${method.toUpperCase()} ${path} ${status}`)
-      }
-    }
-  }
-  return out
-}
+const bareArrayResponses = (spec: JsonObject): ReadonlyArray<string> =>
+  jsonResponses(spec, /^2\d\d$/).flatMap(({ where, json }) => {
+    const schema = isObject(json) ? deref(spec, json.schema) : undefined
+    return isObject(schema) && schema.type === "array" ? [where] : []
+  })
 
 describe("OpenAPI", () => {
   layer(TestHttp, { excludeTestServices: true, timeout: 60_000 })("the published document", (it) => {
