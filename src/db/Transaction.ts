@@ -15,7 +15,7 @@ interface AfterCommitRegistry {
   /** Keyed: a later step of the same key replaces the earlier (one wake-up, the newest snapshot). */
   readonly add: (key: string, step: Effect.Effect<void>) => void
   /** A joined writer lost a race (a concurrency conflict): the owner must run the whole transaction again. */
-  readonly conflict?: (error: unknown) => void
+  readonly conflict?: (error: ReportedConflict) => void
 }
 
 /** Present inside a transaction opened by `transaction`: where joined writers leave after-commit work. */
@@ -41,13 +41,19 @@ export const afterCommit = (key: string, step: Effect.Effect<void>): Effect.Effe
       : runLogged(key, step)
   )
 
+/** A lost race as a writer reports it (the event store's conflict errors): what the owner's retry reads. */
+export interface ReportedConflict {
+  readonly _tag: "WrongExpectedVersion" | "StreamOrderingConflict"
+  readonly streamId: string
+}
+
 /**
  * Tells the owner of the surrounding transaction that a joined writer lost a race (an append found
  * another writer's commit first): the transaction cannot succeed as it is and must run again from
  * the start. For owners that do not see the joined writer's failure themselves (the HTTP
  * idempotency middleware sees a response, not an error). Nothing outside a transaction.
  */
-export const reportConflict = (error: unknown): Effect.Effect<void> =>
+export const reportConflict = (error: ReportedConflict): Effect.Effect<void> =>
   Effect.flatMap(Effect.serviceOption(AfterCommit), (registry) =>
     Option.match(registry, {
       onNone: () => Effect.void,
@@ -72,7 +78,7 @@ export interface OwnedTransaction {
   /** Runs `effect` joined to the transaction (its statements, writers and after-commit work). */
   readonly join: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /** The first concurrency conflict a joined writer reported (`reportConflict`), if any. */
-  readonly conflict: () => Option.Option<unknown>
+  readonly conflict: () => Option.Option<ReportedConflict>
   /**
    * COMMIT, then the connection goes back to the pool and the after-commit work runs (outside the
    * transaction, logged on failure). Fails when the COMMIT did (the outcome is then unknown).
@@ -100,7 +106,7 @@ export const openTransaction: Effect.Effect<OwnedTransaction, SqlError, SqlClien
     )
     let ended = false
     const steps = new Map<string, Effect.Effect<void>>()
-    let conflict: Option.Option<unknown> = Option.none()
+    let conflict: Option.Option<ReportedConflict> = Option.none()
     const registry: AfterCommitRegistry = {
       add: (key, step) => void steps.set(key, step),
       conflict: (error) => {

@@ -49,7 +49,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Duration, Effect, Fiber, Option } from "effect"
 import { CurrentRequestId } from "../base/RequestId.js"
 import { AppConfig } from "../config.js"
-import { openTransaction } from "../db/Transaction.js"
+import { openTransaction, type ReportedConflict } from "../db/Transaction.js"
 import { Keyring } from "../eventstore/Keyring.js"
 import { CommandRunner, isConcurrencyConflict } from "../kernel/CommandRunner.js"
 import { processor } from "../processors/Supervisor.js"
@@ -371,24 +371,6 @@ type Attempt =
   /** The app ran; the platform sent its response itself. */
   | { readonly _tag: "Ran"; readonly response: HttpServerResponse.HttpServerResponse }
 
-/** The concurrency conflict a joined writer reported (as `CommandRunner`'s retry recognizes it). */
-interface LostRace {
-  readonly _tag: "WrongExpectedVersion" | "StreamOrderingConflict"
-  readonly streamId: string
-}
-
-/** The reported conflict, as the retry reads it (the event store's conflicts carry both fields). */
-const lostRace = (error: unknown): LostRace => {
-  const fields = typeof error === "object" && error !== null ? error : {}
-  return {
-    _tag:
-      "_tag" in fields && fields._tag === "StreamOrderingConflict"
-        ? "StreamOrderingConflict"
-        : "WrongExpectedVersion",
-    streamId: "streamId" in fields ? String(fields.streamId) : ""
-  }
-}
-
 /**
  * Thrown (as a defect) through the platform's response path when an attempt lost a race: its response must not be
  * sent, the request runs again.
@@ -532,9 +514,10 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
             Effect.map((response): Attempt => ({ _tag: "Ran", response })),
             Effect.catchAllCause((cause) =>
               // Lost a race: fail with the conflict so `retrying` runs the request again.
-              abandoned
-                ? Effect.fail<E | LostRace>(lostRace(Option.getOrUndefined(tx.conflict())))
-                : Effect.failCause<E | LostRace>(cause)
+              Option.match(abandoned ? tx.conflict() : Option.none(), {
+                onNone: () => Effect.failCause<E | ReportedConflict>(cause),
+                onSome: (conflict) => Effect.fail<E | ReportedConflict>(conflict)
+              })
             )
           )
           return ran
@@ -547,7 +530,7 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
         if (Option.isSome(known)) return { _tag: "Answer", response: known.value } satisfies Attempt
         return yield* runner.retrying(attempt, { attempts: MAX_ATTEMPTS }).pipe(
           Effect.catchIf(
-            (error): error is SqlError | LostRace =>
+            (error): error is SqlError | ReportedConflict =>
               isConcurrencyConflict(error) ||
               (typeof error === "object" && error !== null && "_tag" in error && error._tag === "SqlError"),
             (error) => Effect.die(error)

@@ -30,6 +30,14 @@ const idempotencyKeys = idempotencyMiddleware()
  */
 export const requestGuards = <E, R>(app: HttpApp.Default<E, R>) => rateLimits(idempotencyKeys(app))
 
+/** The routes served beside the HttpApi (not in its document). */
+const RAW_ROUTES = [
+  { method: "POST", path: RPC_PATH },
+  { method: "GET", path: METRICS_PATH },
+  { method: "GET", path: "/docs" },
+  { method: "GET", path: "/openapi.json" }
+] as const
+
 /**
  * The routes and middleware of `api` (served by `apiLive`, its handlers), independent of the socket
  * (tests use NodeHttpServer.layerTest): the HttpApi, `/docs`, `/openapi.json`, `/rpc` (audit and ops)
@@ -43,12 +51,7 @@ export const httpAppLayer = <Id extends string, Groups extends HttpApiGroup.Http
   Layer.unwrapEffect(
     Effect.map(HttpMetrics, (metrics) => {
       // Once, at start-up: which methods each path answers, for the 405s' Allow header.
-      const allow = allowedMethods(api, [
-        { method: "POST", path: RPC_PATH },
-        { method: "GET", path: METRICS_PATH },
-        { method: "GET", path: "/docs" },
-        { method: "GET", path: "/openapi.json" }
-      ])
+      const allow = allowedMethods(api, RAW_ROUTES)
       return HttpApiBuilder.serve((app) =>
         apiMiddleware({ onResponse: metrics.record, allow })(requestGuards(app))
       )
@@ -59,7 +62,12 @@ export const httpAppLayer = <Id extends string, Groups extends HttpApiGroup.Http
     Layer.provide([RpcLive, MetricsRouteLive]),
     Layer.provide(RateLimiterLive),
     Layer.provide(apiLive),
-    Layer.provide(HttpMetricsLive(api, [RPC_PATH, METRICS_PATH, "/docs", "/openapi.json"]))
+    Layer.provide(
+      HttpMetricsLive(
+        api,
+        RAW_ROUTES.map((r) => r.path)
+      )
+    )
   )
 
 /** What Node's HTTP parser refused, as the one error body (Node itself would send an empty 400/431). */

@@ -145,8 +145,9 @@ export const requestAutomaticNotifications = ({ trigger, event }: AutomaticReque
       return
     }
     const mapping = AUTOMATIC_TRIGGERS.find((t) => t.trigger === trigger && t.on === event.type)
+    if (mapping === undefined) return
     const setting = effectiveSettings(yield* readSettingRows).of(trigger)
-    if (mapping === undefined || !setting.enabled) return
+    if (!setting.enabled) return
     const data = asObject(event.data)
     const customerId = customerIdOf(data)
     const customer = customerId === undefined ? Option.none() : yield* findCustomer(customerId)
