@@ -33,24 +33,26 @@ const COUNTRIES = new Set(
   ).split(" ")
 )
 
-/** ISO 3166-1 alpha-2, any case on input, upper case stored. */
+/** ISO 3166-1 alpha-2, any case on input, upper case stored; documented as the list of codes. */
 const Country = Schema.Trim.pipe(
   Schema.compose(Schema.Uppercase),
   Schema.filter((code) => COUNTRIES.has(code), {
-    message: () => "country must be a two-letter ISO 3166-1 code such as US or DE"
+    message: () => "country must be a two-letter ISO 3166-1 code such as US or DE",
+    jsonSchema: { type: "string", enum: [...COUNTRIES] },
+    arbitrary: () => (fc) => fc.constantFrom(...COUNTRIES)
   })
 )
 
+/** Digits with the usual separators, at least 4 digits, an optional leading `+`. */
+const PHONE = /^\+?[ ().-]*(?:[0-9][ ().-]*){4,32}$/
+
 /** Digits with the usual separators and an optional leading `+` (E.164 is recommended for SMS). */
 const Phone = Schema.Trim.pipe(
-  Schema.filter(
-    (phone) =>
-      /^\+?[0-9 ().-]{4,32}$/.test(phone) && (phone.match(/[0-9]/g)?.length ?? 0) >= 4 && phone.length <= 32,
-    {
-      message: () =>
-        "phone must be a phone number such as +14155550123 (digits, spaces, ( ) . - and a leading +)"
-    }
-  )
+  Schema.filter((phone) => phone.length <= 32 && PHONE.test(phone), {
+    message: () =>
+      "phone must be a phone number such as +14155550123 (digits, spaces, ( ) . - and a leading +)",
+    jsonSchema: { type: "string", pattern: PHONE.source, maxLength: 32 }
+  })
 )
 
 const Tag = Text("tag", LIMITS.tagLength)

@@ -30,8 +30,13 @@ const parseInstant = (text: string): Date | undefined => {
  * A timestamp in a query or body: `2026-01-31`, `2026-01-31T12:00:00Z`, `…+02:00`. Out-of-calendar
  * dates and years outside 0001–9999 are a 400 here, never an out-of-range error from PostgreSQL.
  */
+/** The instants `Instant` decodes to: valid dates of years 0001–9999 (what it can encode back, too). */
+const InstantDate = Schema.ValidDateFromSelf.pipe(
+  Schema.betweenDate(new Date("0001-01-01T00:00:00.000Z"), new Date("9999-12-31T23:59:59.999Z"))
+)
+
 export const Instant = (field: string) =>
-  Schema.transformOrFail(Schema.String, Schema.DateFromSelf, {
+  Schema.transformOrFail(Schema.String, InstantDate, {
     strict: true,
     decode: (text, _, ast) => {
       const instant = parseInstant(text)

@@ -10,10 +10,17 @@ import { type KeysetSource, keysetPage, type SqlNames, type TrustedNames } from 
 import { type IdPrefix, isValid } from "../kernel/Ids.js"
 import { BadRequest } from "./errors.js"
 
+/**
+ * An integer query parameter: decoded from its text, documented as what it is (`integer` with its
+ * bounds, so generated clients take a number), not as the string it travels as.
+ */
 const IntFromString = (name: string, min: number, max: number) =>
   Schema.NumberFromString.pipe(
     Schema.int({ message: () => `${name} must be an integer` }),
-    Schema.between(min, max, { message: () => `${name} must be between ${min} and ${max}` })
+    Schema.between(min, max, {
+      message: () => `${name} must be between ${min} and ${max}`,
+      jsonSchema: { type: "integer", minimum: min, maximum: max }
+    })
   )
 
 export const MAX_DISPLAY = 100
@@ -112,7 +119,7 @@ export interface Sort<F extends string> {
 export const SortParam = (fields: ReadonlyArray<string>) => {
   const pattern = new RegExp(`^(${fields.join("|")})(:(asc|desc))?$`)
   return Schema.String.pipe(
-    Schema.filter((s) => pattern.test(s), {
+    Schema.pattern(pattern, {
       message: () => `sort must be <field>:<asc|desc> with field one of ${fields.join(", ")}`
     })
   )

@@ -10,7 +10,13 @@ const EMAIL =
 
 export const isEmail = (value: string): boolean => value.length <= 254 && EMAIL.test(value)
 
-/** An email address in a request body: trimmed, then checked. */
+/**
+ * An email address in a request body: trimmed, then checked. The pattern and length are stated in
+ * the JSON Schema too (OpenAPI clients and generated requests see the same rule as the check).
+ */
 export const EmailSchema = Schema.Trim.pipe(
-  Schema.filter((s) => isEmail(s), { message: () => "must be a valid email address" })
+  Schema.filter((s) => isEmail(s), {
+    message: () => "must be a valid email address",
+    jsonSchema: { type: "string", pattern: EMAIL.source, maxLength: 254 }
+  })
 )
