@@ -12,7 +12,7 @@ import { Conflict, NotFound } from "../http/errors.js"
 import { Instant, Text } from "../http/Fields.js"
 import { ListOf, PageParams, SortParam } from "../http/Lists.js"
 import { EmailSchema } from "../kernel/Email.js"
-import { Metadata } from "../kernel/Metadata.js"
+import { Metadata, MetadataInput } from "../kernel/Metadata.js"
 import { LIMITS } from "./decider.js"
 import { SORT_FIELDS } from "./queries.js"
 
@@ -61,7 +61,7 @@ const TagList = Schema.Array(Tag).pipe(
   Schema.maxItems(LIMITS.tags, { message: () => `tags must have at most ${LIMITS.tags} entries` })
 )
 
-const MetadataObject = Metadata.annotations({ message: () => "metadata must be a JSON object" })
+const MetadataObject = MetadataInput.annotations({ message: () => "metadata must be a JSON object" })
 
 const OptionalText = (field: string, max: number) => Schema.optional(Schema.NullOr(Text(field, max)))
 

@@ -36,15 +36,32 @@ export const ListOf = <A, I, R>(model: Schema.Schema<A, I, R>, identifier: strin
 
 export const MAX_LIMIT = 100
 
-/** `/v1` list parameters; the ids are checked by the use case (their prefix is its resource's). */
+/** An object id of `prefix` (`wh_` + 26 Crockford base32 characters, a UUID): the ids a cursor takes. */
+const idPattern = (prefix: IdPrefix) => new RegExp(`^${prefix}_[0-7][0-9a-hjkmnp-tv-z]{25}$`)
+
+/**
+ * `/v1` list parameters of the resource whose ids start with `prefix`. A cursor of another shape is
+ * a 400 here; one of no object is the use case's (`v1Page`: 400 `resource_missing`, as Stripe).
+ */
+export const v1ListParams = (prefix: IdPrefix) => {
+  const cursor = (param: string) =>
+    Schema.String.pipe(
+      Schema.pattern(idPattern(prefix), {
+        message: () => `${param} must be an id of this list (${prefix}_…)`
+      })
+    )
+  return Schema.Struct({
+    limit: Schema.optionalWith(IntFromString("limit", 1, MAX_LIMIT), { default: () => 10 }),
+    startingAfter: Schema.optional(cursor("startingAfter")),
+    endingBefore: Schema.optional(cursor("endingBefore"))
+  })
+}
+
+/** The parameters every `/v1` list decodes to. */
 export const V1ListParams = Schema.Struct({
-  limit: Schema.optionalWith(IntFromString("limit", 1, MAX_LIMIT), { default: () => 10 }),
-  startingAfter: Schema.optional(
-    Schema.String.pipe(Schema.maxLength(100, { message: () => "startingAfter must be an object id" }))
-  ),
-  endingBefore: Schema.optional(
-    Schema.String.pipe(Schema.maxLength(100, { message: () => "endingBefore must be an object id" }))
-  )
+  limit: Schema.Number,
+  startingAfter: Schema.optional(Schema.String),
+  endingBefore: Schema.optional(Schema.String)
 })
 export type V1ListParams = typeof V1ListParams.Type
 

@@ -4,7 +4,7 @@
  * OAuth clients.
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
-import { Schema } from "effect"
+import { Arbitrary, Schema } from "effect"
 import { ApiBase } from "../http/ApiBase.js"
 import { Authentication } from "../http/Auth.js"
 import { byId, scoped } from "../http/Endpoints.js"
@@ -12,8 +12,54 @@ import { Conflict, Forbidden, NotFound, TooManyRequests, Unauthorized } from "..
 import { Text } from "../http/Fields.js"
 import { ListOf, PageParams } from "../http/Lists.js"
 import { EmailSchema } from "../kernel/Email.js"
+import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "./passwords.js"
+import { ADMIN_SCOPE, ALL_SCOPES } from "./permissions.js"
 
 const Name = (field: string) => Text(field)
+
+// Rules the use cases check with the spec's own codes (`weak_password`, `unsupported_grant_type`,
+// `parameter_missing`); the annotations state them in the OpenAPI document and keep requests drawn
+// from these schemas within them (test/http/schema-property.test.ts).
+
+/** A new password: 8–128 characters, not only whitespace (400 `weak_password` otherwise). */
+const NewPassword = Schema.String.annotations({
+  jsonSchema: {
+    type: "string",
+    minLength: PASSWORD_MIN_LENGTH,
+    maxLength: PASSWORD_MAX_LENGTH,
+    pattern: "\\S"
+  },
+  arbitrary: () => (fc) =>
+    fc
+      .string({ minLength: PASSWORD_MIN_LENGTH, maxLength: PASSWORD_MAX_LENGTH })
+      .filter((password) => password.trim() !== "")
+})
+
+const GRANT_TYPES = ["client_credentials"] as const
+
+const TokenFormFields = Schema.Struct({
+  grant_type: Schema.String.annotations({
+    jsonSchema: { type: "string", enum: [...GRANT_TYPES] },
+    arbitrary: () => (fc) => fc.constantFrom(...GRANT_TYPES)
+  }),
+  client_id: Schema.optional(Schema.String.annotations({ jsonSchema: { type: "string", minLength: 1 } })),
+  client_secret: Schema.optional(Schema.String.annotations({ jsonSchema: { type: "string", minLength: 1 } })),
+  scope: Schema.optional(Schema.String)
+})
+
+/**
+ * The client credentials form. `client_id` and `client_secret` come in the form or in HTTP Basic
+ * (client_secret_basic), so the form does not require them; requests drawn from the schema send
+ * them in the form.
+ */
+const TokenForm = TokenFormFields.annotations({
+  arbitrary: () => (fc) =>
+    Arbitrary.make(TokenFormFields).chain((form) =>
+      fc
+        .tuple(fc.string({ minLength: 1 }), fc.string({ minLength: 1 }))
+        .map(([clientId, clientSecret]) => ({ ...form, client_id: clientId, client_secret: clientSecret }))
+    )
+}).pipe(HttpApiSchema.withEncoding({ kind: "UrlParams" }))
 
 // --- Shapes ----------------------------------------------------------------------------------------
 
@@ -88,7 +134,7 @@ export class AuthApi extends HttpApiGroup.make("auth")
       .setPayload(
         Schema.Struct({
           email: EmailSchema,
-          password: Schema.String,
+          password: NewPassword,
           firstName: Name("firstName"),
           lastName: Name("lastName")
         })
@@ -124,14 +170,7 @@ export class AuthApi extends HttpApiGroup.make("auth")
   )
   .add(
     HttpApiEndpoint.post("token", "/auth/token")
-      .setPayload(
-        Schema.Struct({
-          grant_type: Schema.optional(Schema.String),
-          client_id: Schema.optional(Schema.String),
-          client_secret: Schema.optional(Schema.String),
-          scope: Schema.optional(Schema.String)
-        }).pipe(HttpApiSchema.withEncoding({ kind: "UrlParams" }))
-      )
+      .setPayload(TokenForm)
       .addSuccess(ClientToken)
       .addError(Unauthorized)
       .addError(TooManyRequests)
@@ -151,7 +190,7 @@ export class AuthApi extends HttpApiGroup.make("auth")
   )
   .add(
     HttpApiEndpoint.post("confirmPasswordReset", "/auth/password-reset/confirm")
-      .setPayload(Schema.Struct({ token: Schema.String, password: Schema.String }))
+      .setPayload(Schema.Struct({ token: Schema.String, password: NewPassword }))
       .addSuccess(HttpApiSchema.NoContent)
       .annotate(OpenApi.Summary, "Set a new password with a reset token; every existing session is revoked")
   )
@@ -176,7 +215,14 @@ export class AccountApi extends HttpApiGroup.make("account")
 
 // --- API keys --------------------------------------------------------------------------------------
 
-const ScopeList = Schema.Array(Schema.String).pipe(
+/** Scope names: `admin` or `<read|write>:<resource>` (unknown → 400 with the names refused). */
+const KNOWN_SCOPES = [ADMIN_SCOPE, ...ALL_SCOPES]
+const Scope = Schema.String.annotations({
+  jsonSchema: { type: "string", enum: KNOWN_SCOPES },
+  arbitrary: () => (fc) => fc.constantFrom(...KNOWN_SCOPES)
+})
+
+const ScopeList = Schema.Array(Scope).pipe(
   Schema.minItems(1, { message: () => "scopes must name at least one scope" }),
   Schema.maxItems(50, { message: () => "scopes must have at most 50 entries" })
 )

@@ -16,6 +16,28 @@ export const Metadata = Schema.Record({ key: Schema.String, value: Schema.Unknow
 export type Metadata = Readonly<Record<string, unknown>>
 
 /**
+ * Metadata in a request. `metadataProblem` checks the limits (after a merge, with its own message);
+ * the annotations state the key limits in the OpenAPI document and keep requests drawn from the
+ * schema within them (JSON values, a few keys).
+ */
+export const MetadataInput = Metadata.annotations({
+  jsonSchema: {
+    type: "object",
+    maxProperties: METADATA_LIMITS.keys,
+    propertyNames: { minLength: 1, maxLength: METADATA_LIMITS.keyLength },
+    description: `At most ${METADATA_LIMITS.keys} keys of 1 to ${METADATA_LIMITS.keyLength} characters, ${METADATA_LIMITS.bytes} bytes as JSON.`
+  },
+  arbitrary: () => (fc) =>
+    fc.dictionary(
+      fc.string({ minLength: 1, maxLength: METADATA_LIMITS.keyLength }),
+      fc.jsonValue({ maxDepth: 2 }),
+      {
+        maxKeys: 10
+      }
+    )
+})
+
+/**
  * A metadata patch (Stripe's rule): keys are merged into the current metadata, a key set to `null`
  * is removed, and `null` for the whole patch clears it.
  */

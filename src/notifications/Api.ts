@@ -4,15 +4,17 @@
  * `notifications` scopes only; shoppers have no access.
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
-import { Schema } from "effect"
+import { Arbitrary, JSONSchema, Schema } from "effect"
 import { ApiBase } from "../http/ApiBase.js"
 import { Authentication } from "../http/Auth.js"
 import { byId, scoped } from "../http/Endpoints.js"
 import { Conflict, NotFound } from "../http/errors.js"
 import { Instant, Text } from "../http/Fields.js"
 import { ListOf, PageParams, SortParam } from "../http/Lists.js"
-import { Metadata } from "../kernel/Metadata.js"
+import { EmailSchema } from "../kernel/Email.js"
+import { Metadata, MetadataInput } from "../kernel/Metadata.js"
 import { CHANNELS, TRIGGERS } from "./channels.js"
+import { DEVICE_TOKEN, E164 } from "./content.js"
 import { ChannelSchema, RenderedMessage } from "./events.js"
 import { SORT_FIELDS } from "./queries.js"
 
@@ -22,7 +24,7 @@ const Channel = Schema.Literal(...CHANNELS).annotations({
   message: () => `channel must be one of ${CHANNELS.join(", ")}`
 })
 
-const MetadataObject = Metadata.annotations({ message: () => "metadata must be a JSON object" })
+const MetadataObject = MetadataInput.annotations({ message: () => "metadata must be a JSON object" })
 const DataObject = Metadata.annotations({ message: () => "data must be a JSON object" })
 
 // --- Shapes ----------------------------------------------------------------------------------------
@@ -127,7 +129,58 @@ const TemplateId = Schema.String.pipe(
   Schema.maxLength(100, { message: () => "templateId is not a template id" })
 )
 
-/** `to` is checked per channel by the use case (email address, E.164 number, device token). */
+/**
+ * The shapes each channel takes (what the use case checks, with its own messages): email and sms
+ * need a template, push either a template or a title and body; `to` is an address, an E.164 number
+ * or a device token; `subject` is for email only, `title` and `body` for push only. The request
+ * decodes as one flat object (so a wrong field gets the use case's precise message); these shapes
+ * are what the OpenAPI document states and what requests drawn from the schema follow.
+ */
+const notificationCommon = {
+  data: Schema.optional(DataObject),
+  metadata: Schema.optional(MetadataObject),
+  scheduledAt: Schema.optional(Instant("scheduledAt")),
+  eventName: Schema.optional(EventName),
+  customerId: Schema.optional(Schema.String)
+}
+const DeviceToken = Schema.String.pipe(Schema.pattern(DEVICE_TOKEN))
+const NotificationByChannel = Schema.Union(
+  Schema.Struct({
+    channel: Schema.Literal("email"),
+    to: EmailSchema,
+    templateId: TemplateId,
+    subject: Schema.optional(Text("subject", 998)),
+    ...notificationCommon
+  }),
+  Schema.Struct({
+    channel: Schema.Literal("sms"),
+    to: Schema.String.pipe(Schema.pattern(E164)),
+    templateId: TemplateId,
+    ...notificationCommon
+  }),
+  Schema.Struct({
+    channel: Schema.Literal("push"),
+    to: DeviceToken,
+    templateId: TemplateId,
+    title: Schema.optional(Text("title", 200)),
+    body: Schema.optional(Text("body", 4096)),
+    ...notificationCommon
+  }),
+  Schema.Struct({
+    channel: Schema.Literal("push"),
+    to: DeviceToken,
+    title: Text("title", 200),
+    body: Text("body", 4096),
+    ...notificationCommon
+  })
+)
+
+/** The JSON Schema of `schema` inline (no `$schema`), for a `jsonSchema` annotation. */
+const inlineJsonSchema = <A, I>(schema: Schema.Schema<A, I>): object => {
+  const { $schema: _, ...rest } = JSONSchema.make(schema)
+  return rest
+}
+
 export const NewNotification = Schema.Struct({
   channel: Channel,
   to: Schema.Trim.pipe(Schema.minLength(1, { message: () => "to must not be empty" })),
@@ -135,16 +188,24 @@ export const NewNotification = Schema.Struct({
   subject: Schema.optional(Text("subject", 998)),
   title: Schema.optional(Text("title", 200)),
   body: Schema.optional(Text("body", 4096)),
-  data: Schema.optional(DataObject),
-  metadata: Schema.optional(MetadataObject),
-  scheduledAt: Schema.optional(Instant("scheduledAt")),
-  eventName: Schema.optional(EventName),
-  customerId: Schema.optional(Schema.String)
+  ...notificationCommon
+}).annotations({
+  jsonSchema: inlineJsonSchema(NotificationByChannel),
+  arbitrary: () => () => Arbitrary.make(NotificationByChannel)
 })
 
-export const NotificationPatch = Schema.Struct({
+const NotificationPatchFields = Schema.Struct({
   metadata: Schema.optional(Schema.NullOr(MetadataObject)),
   scheduledAt: Schema.optional(Schema.NullOr(Instant("scheduledAt")))
+})
+
+/** At least one field (the use case answers 400 `parameter_missing` for an empty patch). */
+export const NotificationPatch = NotificationPatchFields.annotations({
+  jsonSchema: { minProperties: 1 },
+  arbitrary: () => () =>
+    Arbitrary.make(NotificationPatchFields).filter((patch) =>
+      Object.values(patch).some((v) => v !== undefined)
+    )
 })
 
 export const ResendRequest = Schema.Struct({
@@ -162,16 +223,55 @@ const TriggerSettingPatch = Schema.Struct({
   templateId: Schema.optional(Schema.NullOr(TemplateId))
 })
 
+/** Keys are triggers (another key → 400 naming the triggers), each channel at most once. */
 export const SettingsPatch = Schema.Struct({
-  events: Schema.Record({ key: Schema.String, value: TriggerSettingPatch })
+  events: Schema.Record({ key: Schema.String, value: TriggerSettingPatch }).annotations({
+    jsonSchema: {
+      type: "object",
+      propertyNames: { enum: [...TRIGGERS] },
+      additionalProperties: inlineJsonSchema(
+        TriggerSettingPatch.pipe(
+          Schema.omit("channels"),
+          Schema.extend(Schema.Struct({ channels: Schema.optional(Schema.Array(Channel)) }))
+        )
+      )
+    },
+    arbitrary: () => (fc) =>
+      fc.dictionary(
+        fc.constantFrom(...TRIGGERS),
+        fc.record(
+          {
+            enabled: fc.boolean(),
+            channels: fc.uniqueArray(fc.constantFrom(...CHANNELS), { maxLength: CHANNELS.length }),
+            templateId: fc.constant(null)
+          },
+          { requiredKeys: [] }
+        ),
+        { maxKeys: 3 }
+      )
+  })
 })
 
+const templateCommon = { name: Text("name", 200), body: Schema.String }
+/** A subject or title a template needs: not blank. */
+const NonBlank = Schema.String.pipe(Schema.pattern(/\S/))
+/** What each channel's template has: email a subject, push a title, sms neither. */
+const TemplateByChannel = Schema.Union(
+  Schema.Struct({ channel: Schema.Literal("email"), subject: NonBlank, ...templateCommon }),
+  Schema.Struct({ channel: Schema.Literal("sms"), ...templateCommon }),
+  Schema.Struct({ channel: Schema.Literal("push"), title: NonBlank, ...templateCommon })
+)
+
+/** Decoded flat (the use case names a misplaced field); documented and drawn per channel. */
 export const NewTemplate = Schema.Struct({
   name: Text("name", 200),
   channel: Channel,
   subject: Schema.optional(Schema.String),
   title: Schema.optional(Schema.String),
   body: Schema.String
+}).annotations({
+  jsonSchema: inlineJsonSchema(TemplateByChannel),
+  arbitrary: () => () => Arbitrary.make(TemplateByChannel)
 })
 
 export const TemplatePatch = Schema.Struct({

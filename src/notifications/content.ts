@@ -14,9 +14,9 @@ import { findTemplate } from "./queries.js"
 import { builtInTemplate, findBuiltInTemplate, type TemplateParts } from "./templates.js"
 
 /** E.164: a `+`, a country code and up to 15 digits in all. */
-const E164 = /^\+[1-9][0-9]{6,14}$/
+export const E164 = /^\+[1-9][0-9]{6,14}$/
 /** FCM registration tokens and APNs device tokens: URL-safe characters, no spaces. */
-const DEVICE_TOKEN = /^[A-Za-z0-9_:.-]{32,4096}$/
+export const DEVICE_TOKEN = /^[A-Za-z0-9_:.-]{32,4096}$/
 
 /** Why `to` cannot receive on `channel`, or undefined when it can. */
 export const recipientProblem = (channel: Channel, to: string): string | undefined => {

@@ -6,21 +6,21 @@
  * no access.
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
-import { Schema } from "effect"
+import { Arbitrary, Schema } from "effect"
 import { ApiBase } from "../http/ApiBase.js"
 import { Authentication } from "../http/Auth.js"
 import { byId, scoped } from "../http/Endpoints.js"
 import { Conflict, NotFound } from "../http/errors.js"
 import { Instant } from "../http/Fields.js"
-import { ListOf, PageParams, V1List, V1ListParams } from "../http/Lists.js"
-import { Metadata } from "../kernel/Metadata.js"
+import { ListOf, PageParams, V1List, v1ListParams } from "../http/Lists.js"
+import { Metadata, MetadataInput } from "../kernel/Metadata.js"
 import { WEBHOOK_EVENT_TYPES } from "./catalogue.js"
 import { attemptFields, WebhookStatus } from "./events.js"
 
 export const DELIVERY_STATUSES = ["pending", "succeeded", "failed"] as const
 const SETTABLE_STATUSES = ["active", "failing", "disabled"] as const
 
-const MetadataObject = Metadata.annotations({ message: () => "metadata must be a JSON object" })
+const MetadataObject = MetadataInput.annotations({ message: () => "metadata must be a JSON object" })
 
 // --- Shapes ----------------------------------------------------------------------------------------
 
@@ -124,15 +124,38 @@ export const V1DeletedWebhookEndpoint = Schema.Struct({
 
 // --- Requests --------------------------------------------------------------------------------------
 
-const Url = Schema.String.annotations({ message: () => "url must be a string" })
+// The rules below are checked by the use case (its messages name what is wrong); the annotations
+// state the same rules in the OpenAPI document and in the requests drawn from these schemas, so a
+// request valid by the document is one the service accepts (test/http/schema-property.test.ts).
+
+/** An http(s) URL with a DNS name or an IPv4 address: what `new URL` and the shape check accept. */
+const URL_PATTERN =
+  "^https?://(?:(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\\.)*[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?" +
+  "|(?:(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9]))" +
+  "(?::[0-9]{1,4})?(?:[/?#][A-Za-z0-9._~!$&'()*+,;=:@%/?#-]*)?$"
+
+const Url = Schema.String.annotations({
+  message: () => "url must be a string",
+  jsonSchema: { type: "string", pattern: URL_PATTERN, maxLength: 2048 },
+  arbitrary: () => (fc) => fc.stringMatching(new RegExp(URL_PATTERN)).filter((url) => url.length <= 2048)
+})
 
 /** Element errors too answer with this one message (and `param: "events"`). */
 const EventTypes = Schema.Array(Schema.String).annotations({
-  message: () => ({ message: "events must be an array of event type strings", override: true })
+  message: () => ({ message: "events must be an array of event type strings", override: true }),
+  jsonSchema: {
+    type: "array",
+    items: { type: "string", enum: [...WEBHOOK_EVENT_TYPES] },
+    minItems: 1
+  },
+  arbitrary: () => (fc) => fc.array(fc.constantFrom(...WEBHOOK_EVENT_TYPES), { minLength: 1, maxLength: 5 })
 })
 
+/** `failing` decodes so that the use case can say why it cannot be set; the document leaves it out. */
 const SettableStatus = Schema.Literal(...SETTABLE_STATUSES).annotations({
-  message: () => "status must be one of active, disabled"
+  message: () => "status must be one of active, disabled",
+  jsonSchema: { type: "string", enum: ["active", "disabled"] },
+  arbitrary: () => (fc) => fc.constantFrom("active" as const, "disabled" as const)
 })
 
 export const NewWebhook = Schema.Struct({
@@ -141,11 +164,18 @@ export const NewWebhook = Schema.Struct({
   metadata: Schema.optional(MetadataObject)
 })
 
-export const WebhookPatch = Schema.Struct({
+const WebhookPatchFields = Schema.Struct({
   url: Schema.optional(Url),
   events: Schema.optional(EventTypes),
   metadata: Schema.optional(Schema.NullOr(MetadataObject)),
   status: Schema.optional(SettableStatus)
+})
+
+/** At least one field (the use case answers 400 `parameter_missing` for an empty patch). */
+export const WebhookPatch = WebhookPatchFields.annotations({
+  jsonSchema: { minProperties: 1 },
+  arbitrary: () => () =>
+    Arbitrary.make(WebhookPatchFields).filter((patch) => Object.values(patch).some((v) => v !== undefined))
 })
 
 export const RotateParams = Schema.Struct({
@@ -155,7 +185,11 @@ export const RotateParams = Schema.Struct({
 })
 
 export const TestRequest = Schema.Struct({
-  event: Schema.String.annotations({ message: () => "event must be a string (an event type)" })
+  event: Schema.String.annotations({
+    message: () => "event must be a string (an event type)",
+    jsonSchema: { type: "string", enum: [...WEBHOOK_EVENT_TYPES] },
+    arbitrary: () => (fc) => fc.constantFrom(...WEBHOOK_EVENT_TYPES)
+  })
 })
 
 export const RecoverRequest = Schema.Struct({ since: Instant("since") })
@@ -315,7 +349,7 @@ export class V1WebhooksApi extends HttpApiGroup.make("v1Webhooks")
   )
   .add(
     HttpApiEndpoint.get("list", "/v1/webhooks")
-      .setUrlParams(V1ListParams)
+      .setUrlParams(v1ListParams("wh"))
       .addSuccess(V1List(V1WebhookEndpoint, "V1WebhookEndpointList"))
       .pipe(scoped("read:webhooks"))
       .annotate(OpenApi.Summary, "List webhook endpoints, newest first")
