@@ -5,7 +5,11 @@ import { ParseResult, Schema } from "effect"
 export const Text = (field: string, max = 100) =>
   Schema.Trim.pipe(
     Schema.minLength(1, { message: () => `${field} must not be empty` }),
-    Schema.maxLength(max, { message: () => `${field} must be at most ${max} characters` })
+    Schema.maxLength(max, {
+      message: () => `${field} must be at most ${max} characters`,
+      // The document states the trimmed rule: some non-blank character, at most `max` in all.
+      jsonSchema: { type: "string", minLength: 1, maxLength: max, pattern: "\\S" }
+    })
   )
 
 const ISO_8601 =

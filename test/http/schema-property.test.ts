@@ -16,11 +16,11 @@
  * per operation; `SCHEMA_PROPERTY_COLLECT=1` records every refused request instead of stopping at
  * the first per operation (how the mismatches were counted).
  */
-import { HttpApi, type HttpApiEndpoint, type HttpClient } from "@effect/platform"
+import { HttpApi, type HttpApiEndpoint, type HttpClient, OpenApi } from "@effect/platform"
 import type { HttpMethod } from "@effect/platform/HttpMethod"
 import { layer } from "@effect/vitest"
 import { Arbitrary, type SchemaAST as AST, Effect, FastCheck as fc, Option, Schema } from "effect"
-import { expect } from "vitest"
+import { describe, expect, it as plain } from "vitest"
 import { Api } from "../../src/Api.js"
 import { adminLogin, call, identityHttp, PASSWORD, type Reply, uniqueEmail } from "../support/identity.js"
 
@@ -350,4 +350,44 @@ layer(identityHttp(), OPTIONS)("every operation against its own schemas", (it) =
       }),
     300_000
   )
+})
+
+describe("the document states the same rules", () => {
+  const spec = OpenApi.fromApi(Api)
+  const parameter = (path: string, method: "get" | "post", name: string) => {
+    const operation = spec.paths[path]?.[method]
+    return operation?.parameters.find((p) => p.name === name)?.schema
+  }
+
+  plain("integer query parameters are integers with their bounds (generated clients take numbers)", () => {
+    for (const path of ["/user", "/notification", "/webhook", "/apikey", "/oauth/clients"]) {
+      expect(parameter(path, "get", "page"), path).toEqual({
+        type: "integer",
+        minimum: 1,
+        maximum: 1_000_000
+      })
+      expect(parameter(path, "get", "display"), path).toEqual({ type: "integer", minimum: 1, maximum: 100 })
+    }
+    expect(parameter("/webhook/{id}/deliveries", "get", "display")).toEqual({
+      type: "integer",
+      minimum: 1,
+      maximum: 100
+    })
+    expect(parameter("/v1/webhooks", "get", "limit")).toEqual({ type: "integer", minimum: 1, maximum: 100 })
+  })
+
+  plain("request fields carry the limits their checks enforce", () => {
+    const body = (path: string, method: "post" | "put") =>
+      JSON.parse(JSON.stringify(spec.paths[path]?.[method]?.requestBody?.content["application/json"]?.schema))
+    const register = body("/auth/register", "post")
+    expect(register.properties.password).toMatchObject({ minLength: 8, maxLength: 128 })
+    expect(register.properties.firstName).toMatchObject({ minLength: 1, maxLength: 100 })
+    expect(register.properties.email).toMatchObject({ maxLength: 254 })
+    expect(typeof register.properties.email.pattern).toBe("string")
+    const webhook = body("/webhook", "post")
+    expect(webhook.properties.url).toMatchObject({ maxLength: 2048 })
+    expect(webhook.properties.events).toMatchObject({ minItems: 1, items: { enum: expect.any(Array) } })
+    expect(body("/user/{id}/address", "post").properties.country.enum).toContain("US")
+    expect(body("/notification", "post").anyOf).toHaveLength(4)
+  })
 })
