@@ -252,9 +252,9 @@ export const SettingsPatch = Schema.Struct({
   })
 })
 
-const templateCommon = { name: Text("name", 200), body: Schema.String }
-/** A subject or title a template needs: not blank. */
+/** A body, subject or title a template needs: not blank. */
 const NonBlank = Schema.String.pipe(Schema.pattern(/\S/))
+const templateCommon = { name: Text("name", 200), body: NonBlank }
 /** What each channel's template has: email a subject, push a title, sms neither. */
 const TemplateByChannel = Schema.Union(
   Schema.Struct({ channel: Schema.Literal("email"), subject: NonBlank, ...templateCommon }),
@@ -278,7 +278,13 @@ export const TemplatePatch = Schema.Struct({
   name: Schema.optional(Text("name", 200)),
   subject: Schema.optional(Schema.NullOr(Schema.String)),
   title: Schema.optional(Schema.NullOr(Schema.String)),
-  body: Schema.optional(Schema.String)
+  // Not blank (the use case answers 400 `template_invalid`): stated for the document and drawn requests.
+  body: Schema.optional(
+    Schema.String.annotations({
+      jsonSchema: { type: "string", pattern: "\\S" },
+      arbitrary: () => (fc) => fc.string().filter((body) => body.trim() !== "")
+    })
+  )
 })
 
 // --- Endpoints ---------------------------------------------------------------------------------------

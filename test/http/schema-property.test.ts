@@ -176,7 +176,7 @@ const STATEFUL_400S: ReadonlyArray<{
   // Liquid syntax (body, subject or title); an update's fields against the template's channel
   // (stored). A field missing or out of place for the channel is a shape error all the same.
   { op: "notifications.createTemplate", code: "template_invalid", unless: /required for|have no/ },
-  { op: "notifications.updateTemplate", code: "template_invalid" },
+  { op: "notifications.updateTemplate", code: "template_invalid", unless: /required for/ },
   // A resend's recipient against the channel of the original (stored).
   { op: "notifications.resend", code: "parameter_invalid", param: "to" },
   // Content of the original's own (push without a template) stays on its channel.
