@@ -57,11 +57,18 @@ export const v1ListParams = (prefix: IdPrefix) => {
   })
 }
 
-/** The parameters every `/v1` list decodes to. */
+/**
+ * `/v1` list parameters of any list (the cursors' prefix is then checked by `v1Page`); what every
+ * list's parameters decode to.
+ */
 export const V1ListParams = Schema.Struct({
-  limit: Schema.Number,
-  startingAfter: Schema.optional(Schema.String),
-  endingBefore: Schema.optional(Schema.String)
+  limit: Schema.optionalWith(IntFromString("limit", 1, MAX_LIMIT), { default: () => 10 }),
+  startingAfter: Schema.optional(
+    Schema.String.pipe(Schema.maxLength(100, { message: () => "startingAfter must be an object id" }))
+  ),
+  endingBefore: Schema.optional(
+    Schema.String.pipe(Schema.maxLength(100, { message: () => "endingBefore must be an object id" }))
+  )
 })
 export type V1ListParams = typeof V1ListParams.Type
 
