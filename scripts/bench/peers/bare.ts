@@ -38,8 +38,8 @@ const readBody = (req: IncomingMessage) =>
   })
 
 const field = (body: unknown, name: string): string | undefined => {
-  if (typeof body !== "object" || body === null || !(name in body)) return undefined
-  const value: unknown = (body as Record<string, unknown>)[name]
+  if (typeof body !== "object" || body === null) return undefined
+  const value: unknown = Object.entries(body).find(([k]) => k === name)?.[1]
   return typeof value === "string" ? value : undefined
 }
 
