@@ -85,15 +85,19 @@ export interface Child {
 
 /**
  * Spawns `tsx <script>` (as `npm start` does: tsx's CLI starts a node process with its loader and
- * relays signals to it) in the repository root; `pid` is that node process. Stopped (SIGTERM, then
- * SIGKILL after 15 s) when the scope closes.
+ * relays signals to it) in the repository root, with this environment changed by `env` (undefined
+ * removes a variable); `pid` is that node process. Stopped (SIGTERM, then SIGKILL after 15 s) when
+ * the scope closes.
  */
-export const spawnTsx = (script: string, env: Readonly<Record<string, string>>) =>
+export const spawnTsx = (script: string, env: Readonly<Record<string, string | undefined>>) =>
   Effect.acquireRelease(
     Effect.gen(function* () {
+      const merged: Record<string, string> = {}
+      for (const [name, value] of Object.entries({ ...process.env, ...env }))
+        if (value !== undefined) merged[name] = value
       const child = spawn(process.execPath, [TSX_CLI, script], {
         cwd: ROOT,
-        env: { ...process.env, ...env },
+        env: merged,
         stdio: ["ignore", "pipe", "pipe"]
       })
       let output = ""
