@@ -10,6 +10,7 @@ import { customersModule } from "./customers/module.js"
 import { ApiBase, SystemApi } from "./http/ApiBase.js"
 import { type RouteRule, routeScopesOf } from "./http/Auth.js"
 import { Conflict, IdempotencyKeyReused, TooManyRequests } from "./http/errors.js"
+import { type AllowedMethods, allowedMethods } from "./http/middleware.js"
 import { cleanOpenApi, documentHttpConventions, documentScopes } from "./http/openapi.js"
 import { SystemHttpLive } from "./http/SystemHttp.js"
 import { identityModule } from "./identity/module.js"
@@ -18,6 +19,8 @@ import { webhooksModule } from "./webhooks/module.js"
 
 /** The scopes of `Api`'s routes, for its OpenAPI document (filled in once `Api` is defined, below). */
 let apiScopes: ReadonlyMap<string, RouteRule> = new Map()
+/** Which methods each of `Api`'s paths answers, for its 405s (filled in likewise). */
+let apiAllow: AllowedMethods = () => undefined
 
 export class Api extends ApiBase.add(SystemApi)
   .addHttpApi(identityModule.routes)
@@ -32,7 +35,7 @@ export class Api extends ApiBase.add(SystemApi)
   // The error bodies the middleware answers with (idempotency keys, rate limits) on any operation.
   .annotate(HttpApi.AdditionalSchemas, [Conflict, IdempotencyKeyReused, TooManyRequests])
   .annotate(OpenApi.Transform, (spec) =>
-    documentHttpConventions(documentScopes(cleanOpenApi(spec), apiScopes))
+    documentHttpConventions(documentScopes(cleanOpenApi(spec), apiScopes), apiAllow)
   )
   .annotate(
     OpenApi.Description,
@@ -44,6 +47,7 @@ export class Api extends ApiBase.add(SystemApi)
   ) {}
 
 apiScopes = routeScopesOf(Api)
+apiAllow = allowedMethods(Api)
 
 /** Every group's handlers. */
 export const ApiLive = HttpApiBuilder.api(Api).pipe(

@@ -8,6 +8,7 @@
  */
 import type { RouteRule } from "./Auth.js"
 import { isStoredStatus, UNSAFE_METHODS } from "./Idempotency.js"
+import type { AllowedMethods } from "./middleware.js"
 import { API_RATE_LIMITED_PREFIX, AUTH_RATE_LIMITED_PREFIXES } from "./RateLimit.js"
 
 type Json = unknown
@@ -181,15 +182,17 @@ const isRateLimited = (path: string) =>
     (prefix) => path === prefix || path.startsWith(`${prefix}/`)
   )
 
-const METHOD_ORDER = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
-
 /**
  * Documents what the HTTP middleware does around every handler (src/http/Server.ts): the
  * `Request-Id` header on every response; on unsafe methods the `Idempotency-Key` request header, its
  * 409/422 answers and `Idempotent-Replayed`; on rate-limited routes the `RateLimit-*` headers and the
- * 429 with `Retry-After`; on every path, the 405 (with `Allow`) any other method gets.
+ * 429 with `Retry-After`; on every path, the 405 (with `Allow`, as `allowFor` computes it for the
+ * middleware) any other method gets.
  */
-export const documentHttpConventions = (spec: Record<string, unknown>): Record<string, unknown> => {
+export const documentHttpConventions = (
+  spec: Record<string, unknown>,
+  allowFor: AllowedMethods
+): Record<string, unknown> => {
   const components = isRecord(spec.components) ? spec.components : {}
   spec.components = components
   components.headers = { ...(isRecord(components.headers) ? components.headers : {}), ...HEADERS }
@@ -200,18 +203,14 @@ export const documentHttpConventions = (spec: Record<string, unknown>): Record<s
   const paths = isRecord(spec.paths) ? spec.paths : {}
   for (const [path, item] of Object.entries(paths)) {
     if (!isRecord(item)) continue
-    const methods = new Set<string>()
     for (const method of HTTP_METHODS) {
       const operation = item[method]
-      if (!isRecord(operation)) continue
-      methods.add(method.toUpperCase())
-      if (method === "get") methods.add("HEAD")
-      documentOperation(path, method.toUpperCase(), operation)
+      if (isRecord(operation)) documentOperation(path, method.toUpperCase(), operation)
     }
-    const allow = METHOD_ORDER.filter((m) => methods.has(m)).join(", ")
-    item.description =
-      `Any other method → 405 \`method_not_allowed\` with \`Allow: ${allow}\`` +
-      (methods.has("HEAD") ? "; HEAD answers as GET without a body." : ".")
+    // As the router matches: a static path may also be answered by a template (`/notification/{id}`).
+    const allow = allowFor(path.toLowerCase())
+    if (allow !== undefined)
+      item.description = `A method not in \`Allow: ${allow}\` → 405 \`method_not_allowed\` with that header.`
   }
   return spec
 }
