@@ -43,7 +43,11 @@ export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
       .addError(ServiceUnavailable)
       .annotate(OpenApi.Summary, "Readiness: database reachable, migrations applied, processors leased")
   )
-  .annotate(OpenApi.Title, "System") {}
+  .annotate(OpenApi.Title, "System")
+  .annotate(
+    OpenApi.Description,
+    "Liveness and readiness probes for orchestrators and load balancers; no credentials needed."
+  ) {}
 
 /**
  * The API's id and its errors, without groups. Handlers of a group are built against

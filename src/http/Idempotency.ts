@@ -61,7 +61,8 @@ export const IDEMPOTENT_REPLAYED_HEADER = "idempotent-replayed"
 /** How long a key and its response are kept. */
 export const IDEMPOTENCY_TTL: Duration.Duration = Duration.hours(24)
 
-const UNSAFE_METHODS: ReadonlySet<string> = new Set(["POST", "PUT", "PATCH", "DELETE"])
+/** The methods an `Idempotency-Key` applies to. */
+export const UNSAFE_METHODS: ReadonlySet<string> = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
 /** Statuses that mean "refused before any side effect" (or no answer at all): never stored. */
 const NOT_STORED: ReadonlySet<number> = new Set([400, 401, 403, 404, 405, 408, 413, 415, 429, 499])
