@@ -170,7 +170,9 @@ class Connection {
           this.db.execProtocolRawStream(message, {
             onRawData: (data) => {
               this.reply.feed(data)
-              if (!this.closed) this.socket.write(data)
+              // A copy: PGlite hands out a view of its memory, reused by the next message while
+              // the socket may still be queueing this one.
+              if (!this.closed) this.socket.write(Buffer.from(data))
             }
           })
         )

@@ -129,11 +129,14 @@ describe.skipIf(usingRealPostgres)("one embedded data directory, several process
 
   describe("while the service runs", () => {
     it.concurrent("a second start refuses before opening the database, naming the holder; the first keeps serving", async () => {
+      const second = run("src/main.ts", [], { ...baseEnv(), PORT: String(await freePort()) })
+      // Without the lock it would open the same files and serve on its own port: stop waiting then.
+      const timer = setTimeout(() => second.child.kill("SIGKILL"), 40_000)
+      const [code] = (await once(second.child, "exit")) as [number | null]
+      clearTimeout(timer)
+      expect(code, second.output).toBe(1)
       const lock = holder()
       expect(lock.pid).toBe(service.child.pid)
-      const second = run("src/main.ts", [], { ...baseEnv(), PORT: String(await freePort()) })
-      const [code] = (await once(second.child, "exit")) as [number | null]
-      expect(code, second.output).not.toBe(0)
       expect(second.output).toContain(`is in use by process ${service.child.pid} (src/main.ts, since `)
       expect(second.output).toContain(`which serves it on 127.0.0.1:${lock.port}`)
       // It never opened PGlite (which would have logged its own failure or aborted).
@@ -180,6 +183,9 @@ describe.skipIf(usingRealPostgres)("one embedded data directory, several process
       await traffic
       expect(rebuilt.code, rebuilt.stderr + rebuilt.stdout).toBe(0)
       expect(rebuilt.stdout).toMatch(/\[customers\] rebuilt from \d+ events .*; swapped in/)
+      // Through the service's socket, not a second PGlite on the same files (which, before the lock,
+      // could finish on its own copy and leave the service's tables as they were, or abort).
+      expect(rebuilt.stdout).toContain(`is served by process ${service.child.pid}`)
       expect(failed).toBe(0)
       expect(served).toBeGreaterThan(0)
     }, 60_000)

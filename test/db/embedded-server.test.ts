@@ -104,6 +104,23 @@ describe("embedded socket with several connections", () => {
     expect(results[1]).toEqual(Array.from({ length: 40 }, (_, i) => i))
   })
 
+  it("large answers arrive intact while another connection is served", async () => {
+    const [a, b] = [await connect(), await connect()]
+    const query = "SELECT string_agg(md5(g::text), '' ORDER BY g) AS s FROM generate_series(1, $1::int) g"
+    const expected = (await db.query<{ s: string }>(query, [60_000])).rows[0]?.s
+    const [big, small] = await Promise.all([
+      Promise.all([1, 2, 3].map(() => a.query<{ s: string }>(query, [60_000]))),
+      (async () => {
+        const got: Array<number> = []
+        for (let i = 0; i < 30; i++) got.push((await b.query("SELECT $1::int AS v", [i])).rows[0]?.v)
+        return got
+      })()
+    ])
+    expect(expected?.length).toBe(60_000 * 32)
+    for (const result of big) expect(result.rows[0]?.s === expected).toBe(true)
+    expect(small).toEqual(Array.from({ length: 30 }, (_, i) => i))
+  })
+
   it("a client that disconnects inside a transaction has it rolled back, and the others go on", async () => {
     const other = await connect()
     const leaving = new pg.Client({
