@@ -13,7 +13,7 @@ import { join, relative } from "node:path"
 import { Data, Effect, Option, Schema, type Scope } from "effect"
 
 const LockHolderSchema = Schema.Struct({
-  pid: Schema.Int,
+  pid: Schema.Int.pipe(Schema.positive()),
   hostname: Schema.String,
   /** Start time of the pid (Linux clock ticks since boot), to tell a reused pid apart. */
   pidStart: Schema.NullOr(Schema.String),
@@ -21,7 +21,7 @@ const LockHolderSchema = Schema.Struct({
   command: Schema.String,
   startedAt: Schema.String,
   /** Where it serves the database on 127.0.0.1; null while it is still opening it. */
-  port: Schema.NullOr(Schema.Int)
+  port: Schema.NullOr(Schema.Int.pipe(Schema.between(1, 65535)))
 })
 
 export interface LockHolder extends Schema.Schema.Type<typeof LockHolderSchema> {}

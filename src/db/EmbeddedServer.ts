@@ -122,6 +122,10 @@ class Connection {
         // Startup-phase packets have no type byte: length, then a code.
         if (this.buffer.length < 8) return
         const length = this.buffer.readInt32BE(0)
+        if (length < 8) {
+          void this.close()
+          return
+        }
         if (this.buffer.length < length) return
         const code = this.buffer.readInt32BE(4)
         const packet = this.buffer.subarray(0, length)
@@ -141,6 +145,11 @@ class Connection {
       }
       if (this.buffer.length < 5) return
       const length = 1 + this.buffer.readInt32BE(1)
+      if (length < 5) {
+        // Not the PostgreSQL protocol.
+        void this.close()
+        return
+      }
       if (this.buffer.length < length) return
       const message = new Uint8Array(this.buffer.subarray(0, length))
       this.buffer = this.buffer.subarray(length)
