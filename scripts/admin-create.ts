@@ -5,6 +5,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Layer } from "effect"
 import { AppConfigLive } from "../src/config.js"
+import { AttachToRunningService } from "../src/db/Database.js"
 import { createAdmin } from "../src/identity/admin.js"
 import { LoggingLive } from "../src/logging.js"
 import { projections } from "../src/registry.js"
@@ -34,7 +35,11 @@ const program = Effect.gen(function* () {
 })
 
 program.pipe(
-  Effect.provide(servicesLayer({ processors: [], projections }).pipe(Layer.provide(AppConfigLive))),
+  Effect.provide(
+    servicesLayer({ processors: [], projections }).pipe(
+      Layer.provide(Layer.merge(AppConfigLive, AttachToRunningService))
+    )
+  ),
   Effect.provide(LoggingLive),
   Effect.tapErrorCause((cause) => Effect.logError("admin:create failed", cause)),
   NodeRuntime.runMain({ disablePrettyLogger: true })

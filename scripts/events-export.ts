@@ -12,7 +12,7 @@ import { Console, Effect, Either, Layer, Logger, LogLevel } from "effect"
 import { exportEventLog, parseEventLogRequest } from "../src/audit/EventLog.js"
 import { EXPORT_USAGE, openSink, parseExportArgs } from "../src/audit/Export.js"
 import { AppConfigLive } from "../src/config.js"
-import { DatabaseLive } from "../src/db/Database.js"
+import { AttachToRunningService, DatabaseLive } from "../src/db/Database.js"
 import { EventStore } from "../src/eventstore/EventStore.js"
 import { KnownEventTypesLive } from "../src/eventstore/EventType.js"
 import { EventStoreServicesLive } from "../src/eventstore/layers.js"
@@ -60,7 +60,10 @@ const StderrLogs = Layer.merge(
 program.pipe(
   Effect.provide(
     Layer.merge(
-      EventStoreServicesLive.pipe(Layer.provideMerge(DatabaseLive), Layer.provide(AppConfigLive)),
+      EventStoreServicesLive.pipe(
+        Layer.provideMerge(DatabaseLive),
+        Layer.provide(Layer.merge(AppConfigLive, AttachToRunningService))
+      ),
       // Secret fields of these types leave as "[secret]".
       KnownEventTypesLive(eventTypes)
     )

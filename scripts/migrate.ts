@@ -2,7 +2,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { AppConfigLive } from "../src/config.js"
-import { DatabaseLive } from "../src/db/Database.js"
+import { AttachToRunningService, DatabaseLive } from "../src/db/Database.js"
 import { migrate } from "../src/db/Migrations.js"
 import { LoggingLive } from "../src/logging.js"
 
@@ -16,7 +16,7 @@ const program = Effect.gen(function* () {
 })
 
 program.pipe(
-  Effect.provide(DatabaseLive.pipe(Layer.provide(AppConfigLive))),
+  Effect.provide(DatabaseLive.pipe(Layer.provide(Layer.merge(AppConfigLive, AttachToRunningService)))),
   Effect.provide(LoggingLive),
   Effect.tapErrorCause((cause) => Effect.logError("migration failed", cause)),
   NodeRuntime.runMain({ disablePrettyLogger: true })

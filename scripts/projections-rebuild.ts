@@ -6,6 +6,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Layer } from "effect"
 import { AppConfigLive } from "../src/config.js"
+import { AttachToRunningService } from "../src/db/Database.js"
 import { PersistenceLive } from "../src/eventstore/layers.js"
 import { LoggingLive } from "../src/logging.js"
 import { type RebuildProgress, rebuildProjection } from "../src/processors/Rebuild.js"
@@ -43,7 +44,7 @@ const program = Effect.gen(function* () {
 })
 
 program.pipe(
-  Effect.provide(PersistenceLive.pipe(Layer.provide(AppConfigLive))),
+  Effect.provide(PersistenceLive.pipe(Layer.provide(Layer.merge(AppConfigLive, AttachToRunningService)))),
   Effect.provide(LoggingLive),
   Effect.tapErrorCause((cause) => Effect.logError("rebuild failed", cause)),
   NodeRuntime.runMain({ disablePrettyLogger: true })

@@ -52,6 +52,13 @@ export const program = Effect.gen(function* () {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   program.pipe(
+    // Another process owns the embedded database: say who, in one line, without a stack trace.
+    Effect.catchTag("DataDirLocked", (locked) =>
+      Effect.zipRight(
+        Effect.logError(locked.message),
+        Effect.sync(() => process.exit(1))
+      )
+    ),
     Effect.provide(AppConfigLive),
     Effect.provide(LoggingLive),
     NodeRuntime.runMain({ disablePrettyLogger: true })
