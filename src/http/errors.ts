@@ -135,6 +135,16 @@ export type ErrorBody = typeof ErrorBody.Type
 
 export const errorBody = (type: ErrorType, input: ErrorInput): ErrorBody => ({ error: detail(type, input) })
 
+/** Seconds a client should wait before retrying while the database cannot be reached. */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 2
+
+/** The 503 body of a request that failed because the database cannot be reached (not a bug: retry). */
+export const unavailableBody = (): ErrorBody =>
+  errorBody("api_error", {
+    code: "service_unavailable",
+    message: "The service is temporarily unavailable (its database cannot be reached); retry later."
+  })
+
 /** Default type for a status, used when normalizing responses that did not come from our classes. */
 export const typeForStatus = (status: number): ErrorType => {
   switch (status) {
