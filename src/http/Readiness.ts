@@ -3,6 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.js"
 import { loadMigrations, migrationStatus } from "../db/Migrations.js"
+import { isDatabaseUnreachable, unreachableReason } from "../db/Reachability.js"
 import { Supervisor } from "../processors/Supervisor.js"
 import type { Readiness as ReadinessBody } from "./ApiBase.js"
 
@@ -25,6 +26,17 @@ export const ReadinessLive = Layer.effect(
     const database = sql`SELECT 1`.pipe(
       Effect.timeout(Duration.seconds(2)),
       Effect.as(ok("reachable")),
+      Effect.catchAll((error) =>
+        Effect.succeed(
+          notOk(
+            error._tag === "TimeoutException"
+              ? "unreachable (no answer within 2s)"
+              : isDatabaseUnreachable(error)
+                ? `unreachable (${unreachableReason(error)})`
+                : `failing: ${error.message}`
+          )
+        )
+      ),
       Effect.catchAllCause(() => Effect.succeed(notOk("unreachable")))
     )
     // The files are read once: they do not change while the process runs.
@@ -35,7 +47,7 @@ export const ReadinessLive = Layer.effect(
         : migrationStatus(files.right).pipe(
             Effect.provideService(SqlClient.SqlClient, sql),
             Effect.map((s) => (s.upToDate ? ok("up to date") : notOk(`${s.pending} pending`))),
-            Effect.catchAllCause(() => Effect.succeed(notOk("unknown")))
+            Effect.catchAllCause(() => Effect.succeed(notOk("unknown: the status could not be read")))
           )
     const processors = Effect.gen(function* () {
       if (config.role === "api") return ok("not run by this process (ROLE=api)")
@@ -57,9 +69,13 @@ export const ReadinessLive = Layer.effect(
 
     return {
       check: Effect.gen(function* () {
-        const [db, mig, proc] = yield* Effect.all([database, migrations, processors], {
-          concurrency: "unbounded"
-        })
+        // The database first: while it cannot be reached, what the other checks would read from it
+        // is unknown (not "10 pending", not "no lease held").
+        const db = yield* database
+        const unknown = notOk("unknown: database unreachable")
+        const [mig, proc] = db.ok
+          ? yield* Effect.all([migrations, processors], { concurrency: "unbounded" })
+          : [unknown, config.role === "api" ? yield* processors : unknown]
         const ready = db.ok && mig.ok && proc.ok
         return {
           status: ready ? ("ready" as const) : ("not_ready" as const),
