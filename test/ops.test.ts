@@ -195,7 +195,7 @@ describe.skipIf(testDatabaseUrl === undefined)(
         const created = await fetch(`${service.base}/apikey`, {
           method: "POST",
           headers: { "content-type": "application/json", authorization: `Bearer ${accessToken}` },
-          body: JSON.stringify({ name: "ops", scopes: ["read:customers", "write:customers"] })
+          body: JSON.stringify({ name: "ops", scopes: ["read:customers", "write:customers", "read:events"] })
         })
         expect(created.status).toBe(201)
         const { key } = (await created.json()) as { key: string }
@@ -239,6 +239,17 @@ describe.skipIf(testDatabaseUrl === undefined)(
           const body = JSON.parse(text) as ErrorJson
           expect(body.error).toMatchObject({ type: "api_error", code: "service_unavailable" })
           expect(body.error.requestId).toBe(res.headers.get("request-id"))
+        }
+        // `/rpc` (HTTP 200, ndjson): the call's Exit carries the same error.
+        for (const credential of [key, accessToken]) {
+          const rpc = await fetch(`${service.base}/rpc`, {
+            method: "POST",
+            headers: { "content-type": "application/ndjson", authorization: `Bearer ${credential}` },
+            body: `${JSON.stringify({ _tag: "Request", id: "1", tag: "Ops.Status", payload: {}, headers: [] })}\n`
+          })
+          const rpcText = await rpc.text()
+          expect(rpcText).toContain('"code":"service_unavailable"')
+          expect(rpcText).not.toContain("internal_error")
         }
         const ready = await fetch(`${service.base}/ready`)
         const readyText = await ready.text()

@@ -138,12 +138,14 @@ export const errorBody = (type: ErrorType, input: ErrorInput): ErrorBody => ({ e
 /** Seconds a client should wait before retrying while the database cannot be reached. */
 export const UNAVAILABLE_RETRY_AFTER_SECONDS = 2
 
-/** The 503 body of a request that failed because the database cannot be reached (not a bug: retry). */
-export const unavailableBody = (): ErrorBody =>
-  errorBody("api_error", {
-    code: "service_unavailable",
-    message: "The service is temporarily unavailable (its database cannot be reached); retry later."
-  })
+/** A request that failed because the database cannot be reached: not a bug, retry (503). */
+export const UNAVAILABLE: ErrorInput = {
+  code: "service_unavailable",
+  message: "The service is temporarily unavailable (its database cannot be reached); retry later."
+}
+
+/** The 503 body of `UNAVAILABLE`. */
+export const unavailableBody = (): ErrorBody => errorBody("api_error", UNAVAILABLE)
 
 /** Default type for a status, used when normalizing responses that did not come from our classes. */
 export const typeForStatus = (status: number): ErrorType => {
