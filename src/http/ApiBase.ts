@@ -54,3 +54,5 @@ export const ApiBase = HttpApi.make("commerce-platform")
   .addError(PayloadTooLarge)
   .addError(UnsupportedMediaType)
   .addError(InternalError)
+  // Any route, while the database cannot be reached (`service_unavailable`, with Retry-After).
+  .addError(ServiceUnavailable)

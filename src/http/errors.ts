@@ -126,7 +126,10 @@ export class InternalError extends Schema.TaggedError<InternalError>()(
 export class ServiceUnavailable extends Schema.TaggedError<ServiceUnavailable>()(
   "ServiceUnavailable",
   fields,
-  HttpApiSchema.annotations({ status: 503, description: "Not ready" })
+  HttpApiSchema.annotations({
+    status: 503,
+    description: "Not ready, or the database cannot be reached (retry after Retry-After seconds)"
+  })
 ) {}
 
 /** The wire body, for responses built outside HttpApi (middleware, router fallbacks). */
