@@ -6,7 +6,7 @@ import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Layer } from "effect"
 import { AppConfigLive } from "../src/config.js"
 import { createAdmin } from "../src/identity/admin.js"
-import { LoggingLive } from "../src/logging.js"
+import { describeCause, LoggingLive } from "../src/logging.js"
 import { projections } from "../src/registry.js"
 import { servicesLayer } from "../src/services.js"
 
@@ -36,6 +36,7 @@ const program = Effect.gen(function* () {
 program.pipe(
   Effect.provide(servicesLayer({ processors: [], projections }).pipe(Layer.provide(AppConfigLive))),
   Effect.provide(LoggingLive),
-  Effect.tapErrorCause((cause) => Effect.logError("admin:create failed", cause)),
-  NodeRuntime.runMain({ disablePrettyLogger: true })
+  // One line saying what failed (the runtime's own report would print the bare Cause as `[]`).
+  Effect.tapErrorCause((cause) => Effect.logError(`admin:create failed: ${describeCause(cause)}`)),
+  NodeRuntime.runMain({ disablePrettyLogger: true, disableErrorReporting: true })
 )

@@ -9,6 +9,7 @@
  * - `/ready` is never 200 before the ADMIN_EMAIL admin can log in.
  * The outage needs a PostgreSQL server (DATABASE_URL); the rest runs on embedded PostgreSQL.
  */
+import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { createServer } from "node:net"
 import pg from "pg"
@@ -64,6 +65,25 @@ describe("start-up", () => {
     expect(errors[0]?.cause).toBeUndefined()
     expect(service.output).not.toContain('"message":[]')
     expect(service.output).not.toContain("secret")
+  }, 90_000)
+
+  it("a script's failure is one error line too (npm run migrate against a closed port)", async () => {
+    const closed = await freePort()
+    const child = spawn(process.execPath, ["--import", "tsx", "scripts/migrate.ts"], {
+      env: { ...process.env, DATABASE_URL: `postgres://someone@127.0.0.1:${closed}/shop` },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let output = ""
+    child.stdout?.on("data", (d) => {
+      output += String(d)
+    })
+    child.stderr?.on("data", (d) => {
+      output += String(d)
+    })
+    expect(await exitOf(child, 60_000), output).toBe(1)
+    const errors = errorLines(output)
+    expect(errors, output).toHaveLength(1)
+    expect(errors[0]?.message).toEqual(expect.stringMatching(/^migration failed: .*ECONNREFUSED/))
   }, 90_000)
 
   it("a port in use is one error line naming the port, and a non-zero exit", async () => {
