@@ -133,8 +133,30 @@ describe("shutdown and readiness", () => {
       body: JSON.stringify({ email, password })
     })
     expect(login.status, service.output).toBe(200)
+    const ready = (await (await fetch(`${service.base}/ready`)).json()) as { checks: { admin?: unknown } }
+    expect(ready.checks.admin).toEqual({ ok: true, detail: `${email} exists` })
     service.child.kill("SIGTERM")
     await exitOf(service.child, 20_000)
+  }, 90_000)
+})
+
+describe("readiness and the ADMIN_EMAIL admin", () => {
+  it("with ADMIN_EMAIL but no admin (no ADMIN_PASSWORD), /ready is 503 naming the admin check", async () => {
+    const service = await start({ ADMIN_EMAIL: "missing-admin@example.com" })
+    try {
+      await waitUntil("health", service, async () => (await status(`${service.base}/health`)) === 200, 60_000)
+      const ready = await fetch(`${service.base}/ready`)
+      const text = await ready.text()
+      expect(ready.status, text).toBe(503)
+      const body = JSON.parse(text) as ErrorJson
+      expect(body.error.code).toBe("not_ready")
+      expect(body.error.message).toBe(
+        "admin: missing-admin@example.com does not exist yet (set ADMIN_PASSWORD, or run npm run admin:create)"
+      )
+    } finally {
+      service.child.kill("SIGTERM")
+      await exitOf(service.child, 20_000)
+    }
   }, 90_000)
 })
 

@@ -26,7 +26,9 @@ export const Readiness = Schema.Struct({
   checks: Schema.Struct({
     database: ReadinessCheck,
     migrations: ReadinessCheck,
-    processors: ReadinessCheck
+    processors: ReadinessCheck,
+    /** With ADMIN_EMAIL: whether that admin exists (it can log in once this is ok). */
+    admin: Schema.optional(ReadinessCheck)
   })
 }).annotations({ identifier: "Readiness" })
 export type Readiness = typeof Readiness.Type

@@ -13,6 +13,15 @@ export interface ReadinessShape {
 
 export class Readiness extends Context.Tag("Readiness")<Readiness, ReadinessShape>() {}
 
+/**
+ * Whether the ADMIN_EMAIL admin exists (provided by the identity context; optional): `/ready` is not
+ * 200 before that admin can log in — with ADMIN_EMAIL but no ADMIN_PASSWORD and no admin yet, never.
+ */
+export class AdminReadiness extends Context.Tag("AdminReadiness")<
+  AdminReadiness,
+  { readonly check: Effect.Effect<{ readonly ok: boolean; readonly detail: string }> }
+>() {}
+
 const ok = (detail: string) => ({ ok: true, detail })
 const notOk = (detail: string) => ({ ok: false, detail })
 
@@ -22,6 +31,7 @@ export const ReadinessLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
     const supervisor = yield* Effect.serviceOption(Supervisor)
+    const admin = yield* Effect.serviceOption(AdminReadiness)
 
     const database = sql`SELECT 1`.pipe(
       Effect.timeout(Duration.seconds(2)),
@@ -73,13 +83,26 @@ export const ReadinessLive = Layer.effect(
         // is unknown (not "10 pending", not "no lease held").
         const db = yield* database
         const unknown = notOk("unknown: database unreachable")
-        const [mig, proc] = db.ok
-          ? yield* Effect.all([migrations, processors], { concurrency: "unbounded" })
-          : [unknown, config.role === "api" ? yield* processors : unknown]
-        const ready = db.ok && mig.ok && proc.ok
+        const adminCheck = Option.match(admin, {
+          onNone: () => Effect.succeed(undefined),
+          onSome: (a) => a.check
+        })
+        const [mig, proc, adm] = db.ok
+          ? yield* Effect.all([migrations, processors, adminCheck], { concurrency: "unbounded" })
+          : [
+              unknown,
+              config.role === "api" ? yield* processors : unknown,
+              Option.isSome(admin) ? unknown : undefined
+            ]
+        const ready = db.ok && mig.ok && proc.ok && (adm === undefined || adm.ok)
         return {
           status: ready ? ("ready" as const) : ("not_ready" as const),
-          checks: { database: db, migrations: mig, processors: proc }
+          checks: {
+            database: db,
+            migrations: mig,
+            processors: proc,
+            ...(adm === undefined ? {} : { admin: adm })
+          }
         }
       })
     }
