@@ -79,8 +79,17 @@ const unreachableSign = (error: unknown): Option.Option<string> => {
   return Option.none()
 }
 
+/**
+ * The sign under the first SqlError of `error`'s chain: a refused connection to anything else (an
+ * SMTP server, a webhook receiver) is not the database's outage.
+ */
+const databaseSign = (error: unknown): Option.Option<string> => {
+  const sql = chain(error).find((link) => link instanceof SqlError)
+  return sql === undefined ? Option.none() : unreachableSign(sql)
+}
+
 /** Whether `error` (any failure or defect value) means the database cannot be reached right now. */
-export const isDatabaseUnreachable = (error: unknown): boolean => Option.isSome(unreachableSign(error))
+export const isDatabaseUnreachable = (error: unknown): boolean => Option.isSome(databaseSign(error))
 
 /** A failure or defect in `cause` that means the database cannot be reached, if any. */
 export const unreachableInCause = (cause: Cause.Cause<unknown>): Option.Option<unknown> => {
@@ -91,7 +100,7 @@ export const unreachableInCause = (cause: Cause.Cause<unknown>): Option.Option<u
 
 /** Why the database is unreachable, in a few words (`ECONNREFUSED`, `57P01`, `Connection terminated unexpectedly`). */
 export const unreachableReason = (error: unknown): string =>
-  Option.getOrElse(unreachableSign(error), () => "unreachable")
+  Option.getOrElse(databaseSign(error), () => "unreachable")
 
 /** `host:port` of a `postgres://` URL, never its credentials. */
 export const databaseTarget = (url: Redacted.Redacted<string>): string => {

@@ -72,9 +72,22 @@ describe("isDatabaseUnreachable", () => {
     for (const e of [refused, refusedTwice, adminShutdown, terminated, poolTimeout]) {
       expect(isDatabaseUnreachable(e), String(e)).toBe(true)
     }
-    expect(isDatabaseUnreachable(errno("57P03", "the database system is starting up"))).toBe(true)
-    expect(isDatabaseUnreachable(errno("08006", "connection failure"))).toBe(true)
-    for (const e of [syntaxError, uniqueViolation, badPassword, new Error("boom"), "text", null, undefined]) {
+    const sqlError = (cause: unknown) => new SqlError({ message: "Failed to execute statement", cause })
+    expect(isDatabaseUnreachable(sqlError(errno("57P03", "the database system is starting up")))).toBe(true)
+    expect(isDatabaseUnreachable(sqlError(errno("08006", "connection failure")))).toBe(true)
+    // Wrapped further (a domain error over the SqlError) it is still the database's outage…
+    expect(isDatabaseUnreachable(new Error("could not load", { cause: refused }))).toBe(true)
+    // …but a refused connection to anything else (an SMTP server, a webhook receiver) is not.
+    const smtpRefused = errno("ECONNREFUSED", "connect ECONNREFUSED 127.0.0.1:587")
+    for (const e of [
+      syntaxError,
+      uniqueViolation,
+      badPassword,
+      smtpRefused,
+      new Error("boom"),
+      "text",
+      null
+    ]) {
       expect(isDatabaseUnreachable(e), String(e)).toBe(false)
     }
     expect(unreachableReason(refusedTwice)).toBe("ECONNREFUSED")
