@@ -16,6 +16,7 @@ import { AttachToRunningService, DatabaseLive } from "../src/db/Database.js"
 import { EventStore } from "../src/eventstore/EventStore.js"
 import { KnownEventTypesLive } from "../src/eventstore/EventType.js"
 import { EventStoreServicesLive } from "../src/eventstore/layers.js"
+import { describeCause } from "../src/logging.js"
 import { eventTypes } from "../src/registry.js"
 
 /** Usage errors are reported before the database is opened. */
@@ -69,6 +70,7 @@ program.pipe(
     )
   ),
   Effect.provide(StderrLogs),
-  Effect.tapErrorCause((cause) => Effect.logError("events:export failed", cause)),
-  NodeRuntime.runMain({ disablePrettyLogger: true })
+  // One line saying what failed (the runtime's own report would print the bare Cause as `[]`).
+  Effect.tapErrorCause((cause) => Effect.logError(`events:export failed: ${describeCause(cause)}`)),
+  NodeRuntime.runMain({ disablePrettyLogger: true, disableErrorReporting: true })
 )

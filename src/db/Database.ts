@@ -49,6 +49,8 @@ export const postgresLayer = (url: Redacted.Redacted<string>, maxConnections: nu
       url,
       maxConnections,
       idleTimeout: "60 seconds",
+      // A server that does not answer (not even a refusal) fails a request in 5 s, not never.
+      connectTimeout: "5 seconds",
       applicationName: "commerce-platform",
       types: pgTypes
     }),
