@@ -370,19 +370,30 @@ describe("the document states the same rules", () => {
 
   plain("integer query parameters are integers with their bounds (generated clients take numbers)", () => {
     for (const path of ["/user", "/notification", "/webhook", "/apikey", "/oauth/clients"]) {
-      expect(parameter(path, "get", "page"), path).toEqual({
+      expect(parameter(path, "get", "page"), path).toMatchObject({
         type: "integer",
         minimum: 1,
-        maximum: 1_000_000
+        maximum: 1_000_000,
+        default: 1
       })
-      expect(parameter(path, "get", "display"), path).toEqual({ type: "integer", minimum: 1, maximum: 100 })
+      expect(parameter(path, "get", "display"), path).toMatchObject({
+        type: "integer",
+        minimum: 1,
+        maximum: 100,
+        default: 20
+      })
     }
-    expect(parameter("/webhook/{id}/deliveries", "get", "display")).toEqual({
+    expect(parameter("/webhook/{id}/deliveries", "get", "display")).toMatchObject({
       type: "integer",
       minimum: 1,
       maximum: 100
     })
-    expect(parameter("/v1/webhooks", "get", "limit")).toEqual({ type: "integer", minimum: 1, maximum: 100 })
+    expect(parameter("/v1/webhooks", "get", "limit")).toMatchObject({
+      type: "integer",
+      minimum: 1,
+      maximum: 100,
+      default: 10
+    })
   })
 
   plain("request fields carry the limits their checks enforce", () => {
