@@ -144,7 +144,11 @@ export const makeCustomers = Effect.gen(function* () {
 
   const execute = (customerId: string, command: CustomerCommand, actor: AuthenticatedActor) =>
     Effect.flatMap(commandMetadata(actor), (metadata) =>
-      runner.execute(CustomerDecider, customerStream(customerId), command, { metadata })
+      runner.execute(CustomerDecider, customerStream(customerId), command, {
+        metadata,
+        // A creation's id was minted just before: there is no stream to read.
+        newStream: command._tag === "Create"
+      })
     )
 
   const list = (actor: AuthenticatedActor, input: ListInput) => {

@@ -40,6 +40,12 @@ export interface ExecuteOptions {
    * owns its transaction: joined to a caller's, a conflict fails it and the caller's owner retries.
    */
   readonly maxAttempts?: number
+  /**
+   * The stream id was just minted by the caller (a fresh UUIDv7 id): no stream can exist under it,
+   * so the load is skipped (the initial state, version 0) and the append's expected version 0 still
+   * refuses the stream if it did exist (`WrongExpectedVersion`, never a silent overwrite).
+   */
+  readonly newStream?: boolean
 }
 
 export interface CommandResult<S, E extends DomainEvent> {
@@ -330,7 +336,9 @@ export const makeCommandRunner = Effect.gen(function* () {
     options: ExecuteOptions
   ) =>
     Effect.gen(function* () {
-      const loaded = yield* load(decider, streamId)
+      const loaded = options.newStream
+        ? { state: decider.initialState, version: 0, snapshotVersion: 0 }
+        : yield* load(decider, streamId)
       const decided = yield* decider.decide(command, loaded.state)
       if (decided.length === 0) return { state: loaded.state, version: loaded.version, events: [] }
       const newEvents = toNewEvents(decider, decided, options.eventIds)
