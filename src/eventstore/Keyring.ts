@@ -143,24 +143,30 @@ export const makeKeyring = (master: MasterKey) =>
                   FROM event_store.subject_keys WHERE subject_id = ANY(${subjects})`
 
     // Encryption always checks the key row in the current transaction, so personal data is never
-    // written for a subject another process has just forgotten.
+    // written for a subject another process has just forgotten. One statement either way: it creates
+    // the key (a fresh subject) or, when a row exists, inserts nothing and returns the row's key (a
+    // data-modifying CTE's rows are invisible to the rest of its statement, so exactly one branch
+    // answers). A new key is drawn and wrapped on every call for that (microseconds).
     const keyForWriting = (subject: string) =>
       Effect.gen(function* () {
-        const [row] = yield* loadKeys([subject])
-        if (row) {
-          if (!row.wrappedDek) return yield* new SubjectForgotten({ subjectId: subject })
-          return unwrap(subject, row.wrappedDek)
-        }
         const dek = randomBytes(32)
         const now = new Date(yield* Clock.currentTimeMillis)
-        const inserted = yield* sql<{ ok: number }>`
-          INSERT INTO event_store.subject_keys (subject_id, wrapped_dek, kek_id, created_at)
-          VALUES (${subject}, ${seal(master.key, dek, `dek:${subject}`)}, ${master.id}, ${now})
-          ON CONFLICT (subject_id) DO NOTHING RETURNING 1 AS ok`
-        if (inserted.length > 0) return dek
-        const [winner] = yield* loadKeys([subject])
-        if (!winner?.wrappedDek) return yield* new SubjectForgotten({ subjectId: subject })
-        return unwrap(subject, winner.wrappedDek)
+        const rows = yield* sql<{ readonly wrappedDek: Buffer | null; readonly created: boolean }>`
+          WITH created AS (
+            INSERT INTO event_store.subject_keys (subject_id, wrapped_dek, kek_id, created_at)
+            VALUES (${subject}, ${seal(master.key, dek, `dek:${subject}`)}, ${master.id}, ${now})
+            ON CONFLICT (subject_id) DO NOTHING RETURNING 1
+          )
+          SELECT NULL::bytea AS "wrappedDek", true AS created FROM created
+          UNION ALL
+          SELECT wrapped_dek, false FROM event_store.subject_keys WHERE subject_id = ${subject}`
+        const row = rows[0]
+        if (row?.created) return dek
+        // No row at all: another transaction created the key after this statement's snapshot was
+        // taken (the insert waited for it and found the conflict): read what it committed.
+        const found = row ?? (yield* loadKeys([subject]))[0]
+        if (!found?.wrappedDek) return yield* new SubjectForgotten({ subjectId: subject })
+        return unwrap(subject, found.wrappedDek)
       })
 
     const envelope = (dek: Buffer, subject: string, value: unknown): Envelope => ({
