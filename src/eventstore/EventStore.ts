@@ -6,7 +6,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Context, Effect, Either, Layer, Option, ParseResult, Schedule, Schema } from "effect"
 import { UUID_PATTERN, uuidv7FromMillis } from "../base/Uuid.js"
-import { inTransaction } from "../db/Sql.js"
+import { inTransaction, textArray } from "../db/Sql.js"
 import { reportConflict } from "../db/Transaction.js"
 import { AppendSignal } from "./AppendSignal.js"
 import type { Checkpoint } from "./Checkpoint.js"
@@ -23,6 +23,7 @@ import {
   WrongExpectedVersion
 } from "./errors.js"
 import { type Envelope, isEnvelope, Keyring } from "./Keyring.js"
+import { type PublicEventRow, publicEventsPayload } from "./PublicEvents.js"
 
 /** `n` (0 = the stream must not exist yet), `"no_stream"`, or `"any"`. */
 export type ExpectedVersion = number | "no_stream" | "any"
@@ -61,6 +62,19 @@ export interface AppendInput {
   readonly expectedVersion: ExpectedVersion
   readonly events: ReadonlyArray<NewEvent>
   readonly metadata?: EventMetadata
+  /**
+   * Transaction-scoped shared advisory locks, `(space, hashtext(name))` per name, taken by the
+   * append's own statement before it writes (the inline projections' locks: no statement of their own).
+   */
+  readonly sharedLocks?: { readonly space: number; readonly names: ReadonlyArray<string> }
+  /**
+   * Public events derived from the events as they will be recorded (ids and time fixed, validated),
+   * inserted by the append's own statement when it succeeds. Called once per attempt of the statement.
+   */
+  readonly publicEvents?: (recorded: {
+    readonly eventIds: ReadonlyArray<string>
+    readonly recordedAt: Date
+  }) => ReadonlyArray<PublicEventRow>
 }
 
 export interface AppendResult {
@@ -467,11 +481,24 @@ export const makeEventStore = Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
       const recordedAt = new Date(now)
       const payload = yield* encode(input, now)
-      const rows = yield* sql<AppendRow>`
+      const publicRows = input.publicEvents?.({ eventIds: payload.map((p) => p.id), recordedAt }) ?? []
+      const locks = input.sharedLocks
+      const events = JSON.stringify(payload)
+      const expected = expectedParam(input.expectedVersion)
+      const rows = yield* (
+        publicRows.length > 0 || (locks !== undefined && locks.names.length > 0)
+          ? sql<AppendRow>`
+        SELECT outcome, stream_version AS "streamVersion", first_position AS "firstPosition",
+               last_position AS "lastPosition", transaction_id AS "transactionId", positions
+          FROM event_store.append_command(${input.streamId}, ${input.streamType}, ${expected},
+            ${events}::jsonb, ${recordedAt}, ${locks?.space ?? 0}::int4,
+            ${textArray(sql, locks?.names ?? [])}, ${publicEventsPayload(publicRows)}::jsonb)`
+          : sql<AppendRow>`
         SELECT outcome, stream_version AS "streamVersion", first_position AS "firstPosition",
                last_position AS "lastPosition", transaction_id AS "transactionId", positions
           FROM event_store.append_events(${input.streamId}, ${input.streamType},
-            ${expectedParam(input.expectedVersion)}, ${JSON.stringify(payload)}::jsonb, ${recordedAt})`.pipe(
+            ${expected}, ${events}::jsonb, ${recordedAt})`
+      ).pipe(
         Effect.catchTag(
           "SqlError",
           (error): Effect.Effect<never, DuplicateEvent | SqlError> =>
