@@ -339,13 +339,13 @@ layer(TestLayer, { excludeTestServices: true, timeout: 120_000 })("command runne
       Effect.gen(function* () {
         const runner = yield* CommandRunner
         const sql = yield* SqlClient.SqlClient
-        // A new subject with personal data: the key statement, the append, the projection's INSERT.
+        // A new subject with personal data: the append (its key, the lock, the public event), the projection's INSERT.
         const { result: opened, statements } = yield* countStatements(
           sql.withTransaction(
             runner.execute(AccountDecider, "account-p1", openAccount("p1", "Ida"), { newStream: true })
           )
         )
-        expect(statements).toBe(3)
+        expect(statements).toBe(2)
         expect(yield* readAccount("p1")).toMatchObject({ owner: "Ida", version: 1 })
         // The public event is the one the runner reported, derived from the recorded event.
         const event = opened.events[0]
