@@ -4,11 +4,12 @@
  * encrypted under the subject key; forgetting the subject destroys the key, so the ciphertext that
  * stays in the append-only log becomes unreadable and reads back as `Shredded`.
  */
-import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from "node:crypto"
+import { createCipheriv, createDecipheriv, createHash, hkdfSync } from "node:crypto"
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Context, Data, Effect, Layer, Option } from "effect"
 import { localSecret } from "../base/LocalSecret.js"
+import { randomBytesPooled } from "../base/Random.js"
 import { AppConfig } from "../config.js"
 import { type Shredded, shredded } from "./EventType.js"
 import { SubjectForgotten } from "./errors.js"
@@ -24,7 +25,7 @@ const IV_BYTES = 12
 const TAG_BYTES = 16
 
 const seal = (key: Buffer, plaintext: Buffer, aad: string): Buffer => {
-  const iv = randomBytes(IV_BYTES)
+  const iv = randomBytesPooled(IV_BYTES)
   const cipher = createCipheriv("aes-256-gcm", key, iv)
   cipher.setAAD(Buffer.from(aad, "utf8"))
   const body = Buffer.concat([cipher.update(plaintext), cipher.final()])
@@ -181,7 +182,7 @@ export const makeKeyring = (master: MasterKey) =>
     // answers). A new key is drawn and wrapped on every call for that (microseconds).
     const keyForWriting = (subject: string) =>
       Effect.gen(function* () {
-        const dek = randomBytes(32)
+        const dek = randomBytesPooled(32)
         const wrapped = seal(master.key, dek, `dek:${subject}`)
         const now = new Date(yield* Clock.currentTimeMillis)
         const rows = yield* sql<{ readonly wrappedDek: Buffer | null; readonly created: boolean }>`
@@ -225,7 +226,7 @@ export const makeKeyring = (master: MasterKey) =>
             key: { subject, kind: "live", wrapped: held.wrapped.toString("base64") }
           }
         }
-        const dek = randomBytes(32)
+        const dek = randomBytesPooled(32)
         const wrapped = seal(master.key, dek, `dek:${subject}`)
         holdForWriting(subject, dek, wrapped)
         return {
