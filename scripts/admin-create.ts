@@ -5,8 +5,9 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Layer } from "effect"
 import { AppConfigLive } from "../src/config.js"
+import { AttachToRunningService } from "../src/db/Database.js"
 import { createAdmin } from "../src/identity/admin.js"
-import { LoggingLive } from "../src/logging.js"
+import { describeCause, LoggingLive } from "../src/logging.js"
 import { projections } from "../src/registry.js"
 import { servicesLayer } from "../src/services.js"
 
@@ -34,8 +35,13 @@ const program = Effect.gen(function* () {
 })
 
 program.pipe(
-  Effect.provide(servicesLayer({ processors: [], projections }).pipe(Layer.provide(AppConfigLive))),
+  Effect.provide(
+    servicesLayer({ processors: [], projections }).pipe(
+      Layer.provide(Layer.merge(AppConfigLive, AttachToRunningService))
+    )
+  ),
   Effect.provide(LoggingLive),
-  Effect.tapErrorCause((cause) => Effect.logError("admin:create failed", cause)),
-  NodeRuntime.runMain({ disablePrettyLogger: true })
+  // One line saying what failed (the runtime's own report would print the bare Cause as `[]`).
+  Effect.tapErrorCause((cause) => Effect.logError(`admin:create failed: ${describeCause(cause)}`)),
+  NodeRuntime.runMain({ disablePrettyLogger: true, disableErrorReporting: true })
 )

@@ -12,10 +12,11 @@ import { Console, Effect, Either, Layer, Logger, LogLevel } from "effect"
 import { exportEventLog, parseEventLogRequest } from "../src/audit/EventLog.js"
 import { EXPORT_USAGE, openSink, parseExportArgs } from "../src/audit/Export.js"
 import { AppConfigLive } from "../src/config.js"
-import { DatabaseLive } from "../src/db/Database.js"
+import { AttachToRunningService, DatabaseLive } from "../src/db/Database.js"
 import { EventStore } from "../src/eventstore/EventStore.js"
 import { KnownEventTypesLive } from "../src/eventstore/EventType.js"
 import { EventStoreServicesLive } from "../src/eventstore/layers.js"
+import { describeCause } from "../src/logging.js"
 import { eventTypes } from "../src/registry.js"
 
 /** Usage errors are reported before the database is opened. */
@@ -60,12 +61,16 @@ const StderrLogs = Layer.merge(
 program.pipe(
   Effect.provide(
     Layer.merge(
-      EventStoreServicesLive.pipe(Layer.provideMerge(DatabaseLive), Layer.provide(AppConfigLive)),
+      EventStoreServicesLive.pipe(
+        Layer.provideMerge(DatabaseLive),
+        Layer.provide(Layer.merge(AppConfigLive, AttachToRunningService))
+      ),
       // Secret fields of these types leave as "[secret]".
       KnownEventTypesLive(eventTypes)
     )
   ),
   Effect.provide(StderrLogs),
-  Effect.tapErrorCause((cause) => Effect.logError("events:export failed", cause)),
-  NodeRuntime.runMain({ disablePrettyLogger: true })
+  // One line saying what failed (the runtime's own report would print the bare Cause as `[]`).
+  Effect.tapErrorCause((cause) => Effect.logError(`events:export failed: ${describeCause(cause)}`)),
+  NodeRuntime.runMain({ disablePrettyLogger: true, disableErrorReporting: true })
 )

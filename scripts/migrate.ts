@@ -2,9 +2,9 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { AppConfigLive } from "../src/config.js"
-import { DatabaseLive } from "../src/db/Database.js"
+import { AttachToRunningService, DatabaseLive } from "../src/db/Database.js"
 import { migrate } from "../src/db/Migrations.js"
-import { LoggingLive } from "../src/logging.js"
+import { describeCause, LoggingLive } from "../src/logging.js"
 
 const program = Effect.gen(function* () {
   const report = yield* migrate()
@@ -16,8 +16,9 @@ const program = Effect.gen(function* () {
 })
 
 program.pipe(
-  Effect.provide(DatabaseLive.pipe(Layer.provide(AppConfigLive))),
+  Effect.provide(DatabaseLive.pipe(Layer.provide(Layer.merge(AppConfigLive, AttachToRunningService)))),
   Effect.provide(LoggingLive),
-  Effect.tapErrorCause((cause) => Effect.logError("migration failed", cause)),
-  NodeRuntime.runMain({ disablePrettyLogger: true })
+  // One line saying what failed (the runtime's own report would print the bare Cause as `[]`).
+  Effect.tapErrorCause((cause) => Effect.logError(`migration failed: ${describeCause(cause)}`)),
+  NodeRuntime.runMain({ disablePrettyLogger: true, disableErrorReporting: true })
 )

@@ -4,12 +4,14 @@
  * `module.ts`), and `ApiLive`, every group's handlers. One line per context in each: the groups'
  * static types are what the handlers and the OpenAPI document are checked against.
  */
-import { HttpApiBuilder, OpenApi } from "@effect/platform"
+import { HttpApi, HttpApiBuilder, OpenApi } from "@effect/platform"
 import { Layer } from "effect"
 import { customersModule } from "./customers/module.js"
 import { ApiBase, SystemApi } from "./http/ApiBase.js"
 import { type RouteRule, routeScopesOf } from "./http/Auth.js"
-import { cleanOpenApi, documentScopes } from "./http/openapi.js"
+import { Conflict, IdempotencyKeyReused, TooManyRequests } from "./http/errors.js"
+import { type AllowedMethods, allowedMethods } from "./http/middleware.js"
+import { cleanOpenApi, documentHttpConventions, documentScopes } from "./http/openapi.js"
 import { SystemHttpLive } from "./http/SystemHttp.js"
 import { identityModule } from "./identity/module.js"
 import { notificationsModule } from "./notifications/module.js"
@@ -17,6 +19,8 @@ import { webhooksModule } from "./webhooks/module.js"
 
 /** The scopes of `Api`'s routes, for its OpenAPI document (filled in once `Api` is defined, below). */
 let apiScopes: ReadonlyMap<string, RouteRule> = new Map()
+/** Which methods each of `Api`'s paths answers, for its 405s (filled in likewise). */
+let apiAllow: AllowedMethods = () => undefined
 
 export class Api extends ApiBase.add(SystemApi)
   .addHttpApi(identityModule.routes)
@@ -25,14 +29,25 @@ export class Api extends ApiBase.add(SystemApi)
   .addHttpApi(webhooksModule.routes)
   .annotate(OpenApi.Title, "commerce-platform")
   .annotate(OpenApi.Version, "0.1.0")
-  .annotate(OpenApi.Transform, (spec) => documentScopes(cleanOpenApi(spec), apiScopes))
+  .annotate(OpenApi.License, { name: "MIT", url: "https://opensource.org/licenses/MIT" })
+  // Relative: the document is served by the service it describes, wherever that is deployed.
+  .annotate(OpenApi.Servers, [{ url: "/", description: "The service that serves this document" }])
+  // The error bodies the middleware answers with (idempotency keys, rate limits) on any operation.
+  .annotate(HttpApi.AdditionalSchemas, [Conflict, IdempotencyKeyReused, TooManyRequests])
+  .annotate(OpenApi.Transform, (spec) =>
+    documentHttpConventions(documentScopes(cleanOpenApi(spec), apiScopes), apiAllow)
+  )
   .annotate(
     OpenApi.Description,
     "Self-hostable, event-sourced commerce back end. Every error has the body " +
-      '{ "error": { "type", "code", "message", "param"?, "requestId" } }; every response carries Request-Id.'
+      '{ "error": { "type", "code", "message", "param"?, "requestId" } }; every response carries ' +
+      "Request-Id. POST, PUT, PATCH and DELETE accept an Idempotency-Key; `/v1` and the credential " +
+      "routes of `/auth` are rate limited (RateLimit-* headers, 429 with Retry-After). A method a path " +
+      "does not serve → 405 with Allow."
   ) {}
 
 apiScopes = routeScopesOf(Api)
+apiAllow = allowedMethods(Api)
 
 /** Every group's handlers. */
 export const ApiLive = HttpApiBuilder.api(Api).pipe(

@@ -82,6 +82,11 @@ export interface AppConfigShape {
   /** `postgres://…` — when absent the service runs embedded PostgreSQL (PGlite). */
   readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
   readonly databaseMaxConnections: number
+  /**
+   * How long start-up waits for an unreachable `DATABASE_URL` server (retrying with back-off) before
+   * giving up; 0 = try once.
+   */
+  readonly databaseConnectTimeoutSeconds: number
   /** Where generated local secrets and the embedded database live. */
   readonly dataDir: string
   /** Embedded database directory, or `memory://` for a throw-away database. */
@@ -132,6 +137,10 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   databaseMaxConnections: Config.integer("DATABASE_MAX_CONNECTIONS").pipe(
     Config.withDefault(10),
     Config.validate({ message: "must be between 1 and 1000", validation: (n) => n >= 1 && n <= 1000 })
+  ),
+  databaseConnectTimeoutSeconds: Config.integer("DATABASE_CONNECT_TIMEOUT_SECONDS").pipe(
+    Config.withDefault(60),
+    Config.validate({ message: "must be between 0 and 3600", validation: (n) => n >= 0 && n <= 3600 })
   ),
   dataDir: Config.string("DATA_DIR").pipe(Config.withDefault(".data")),
   pgliteDataDir: Config.option(Config.string("PGLITE_DATA_DIR")),
@@ -260,6 +269,7 @@ export const makeAppConfig = (overrides: Partial<AppConfigShape> = {}): AppConfi
   nodeEnv: "test",
   databaseUrl: Option.none(),
   databaseMaxConnections: 10,
+  databaseConnectTimeoutSeconds: 60,
   dataDir: ".data",
   pgliteDataDir: "memory://",
   dataEncryptionKey: Option.none(),

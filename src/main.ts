@@ -4,10 +4,10 @@
  * finish in-flight requests and batches, release leases, and exit within SHUTDOWN_TIMEOUT_SECONDS.
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
+import { Cause, Effect, Layer, Runtime } from "effect"
 import { AppConfig, AppConfigLive } from "./config.js"
 import { identityModule } from "./identity/module.js"
-import { LoggingLive } from "./logging.js"
+import { describeCause, LoggingLive } from "./logging.js"
 import { TracingLive } from "./observability/Tracing.js"
 import { processorsLayer } from "./processors/Supervisor.js"
 import { processors, projections } from "./registry.js"
@@ -40,20 +40,48 @@ export const AppLive = Layer.unwrapEffect(
 /** Runs the service until SIGTERM/SIGINT. Needs `AppConfig`, read once for the whole process. */
 export const program = Effect.gen(function* () {
   const config = yield* AppConfig
+  // The process's logger and level, for the line logged from the signal handler.
+  const runtime = yield* Effect.runtime<never>()
   // Finalizers (close the server, stop processors, release leases, close the database) get the
   // shutdown budget; past it the process exits regardless.
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     process.once(signal, () => {
+      Runtime.runFork(runtime)(
+        Effect.logInfo(
+          `shutting down (${signal}): finishing in-flight work within ${config.shutdownTimeoutSeconds}s`
+        )
+      )
       setTimeout(() => process.exit(1), config.shutdownTimeoutSeconds * 1000).unref()
     })
   }
   return yield* Layer.launch(AppLive)
 })
 
+/**
+ * A start-up (or later) failure as one error line naming what went wrong: the runtime's own report
+ * logs the bare Cause, which the JSON logger prints as `"message":[]` with a stack trace.
+ */
+export const reportFailure = <A, E, R>(self: Effect.Effect<A, E, R>) =>
+  Effect.tapErrorCause(self, (cause) =>
+    Cause.isInterruptedOnly(cause)
+      ? Effect.void
+      : Effect.logError(`commerce-platform stopped: ${describeCause(cause)}`).pipe(
+          Effect.zipRight(Effect.logDebug("failure details", cause))
+        )
+  )
+
 if (import.meta.url === `file://${process.argv[1]}`) {
   program.pipe(
+    // Another process owns the embedded database: say who, in one line, without a stack trace.
+    Effect.catchTag("DataDirLocked", (locked) =>
+      Effect.zipRight(
+        Effect.logError(locked.message),
+        Effect.sync(() => process.exit(1))
+      )
+    ),
     Effect.provide(AppConfigLive),
+    reportFailure,
     Effect.provide(LoggingLive),
-    NodeRuntime.runMain({ disablePrettyLogger: true })
+    NodeRuntime.runMain({ disablePrettyLogger: true, disableErrorReporting: true })
   )
 }

@@ -81,7 +81,13 @@ export const servicesLayer = <E = never, R = never>(options: {
       )
     ),
     Layer.provideMerge(ContextServicesLive),
-    Layer.provideMerge(Layer.mergeAll(CommandRunnerLive, DueWorkLive, ReadinessLive)),
+    Layer.provideMerge(
+      Layer.mergeAll(
+        CommandRunnerLive,
+        DueWorkLive,
+        ReadinessLive.pipe(Layer.provide(identityModule.readiness))
+      )
+    ),
     Layer.provideMerge(
       Layer.mergeAll(
         // Below readiness and ops status: both report on the processors it supervises.

@@ -9,7 +9,7 @@ import { ApiBase } from "../http/ApiBase.js"
 import { Authentication, StaffOnly } from "../http/Auth.js"
 import { byId, scoped } from "../http/Endpoints.js"
 import { Conflict, NotFound } from "../http/errors.js"
-import { Instant, Text } from "../http/Fields.js"
+import { Instant, StoredEmail, Text } from "../http/Fields.js"
 import { ListOf, PageParams, SortParam } from "../http/Lists.js"
 import { EmailSchema } from "../kernel/Email.js"
 import { Metadata } from "../kernel/Metadata.js"
@@ -78,7 +78,7 @@ export const Address = Schema.Struct({
 
 export const Customer = Schema.Struct({
   id: Schema.String,
-  email: Schema.String,
+  email: StoredEmail,
   firstName: Schema.String,
   lastName: Schema.String,
   phone: Schema.NullOr(Schema.String),
@@ -272,7 +272,12 @@ export class CustomersApi extends HttpApiGroup.make("customers")
       .annotate(OpenApi.Summary, "Add tags (set union, order kept); returns the customer")
   )
   .middleware(Authentication)
-  .annotate(OpenApi.Title, "Customers") {}
+  .annotate(OpenApi.Title, "Customers")
+  .annotate(
+    OpenApi.Description,
+    "Customer records with addresses, tags and metadata: staff manage them all, a shopper only their own " +
+      "(`/user/me`)."
+  ) {}
 
 /** This context's routes on the service's API (`ApiBase`): what its handlers are built against. */
 export const CustomersRoutes = ApiBase.add(CustomersApi)

@@ -1,6 +1,6 @@
 /**
  * The database: `DATABASE_URL` → a PostgreSQL pool; no `DATABASE_URL` → embedded PostgreSQL (PGlite)
- * served in-process over pglite-socket. Both are reached through the very same `@effect/sql-pg`
+ * served in-process over a local socket (`EmbeddedServer.ts`). Both are reached through the very same `@effect/sql-pg`
  * client, so there is one SQL dialect and one code path.
  */
 import { mkdirSync } from "node:fs"
@@ -9,10 +9,11 @@ import { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
 import { PGlite } from "@electric-sql/pglite"
 import { pg_trgm } from "@electric-sql/pglite/contrib/pg_trgm"
-import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import { Context, Effect, Layer, Option, type Redacted } from "effect"
 import pg from "pg"
 import { AppConfig, isMemoryDataDir } from "../config.js"
+import { claimDataDir, type DataDirLocked } from "./DataDirLock.js"
+import { startEmbeddedServer } from "./EmbeddedServer.js"
 
 export interface DatabaseInfoShape {
   readonly kind: "postgres" | "embedded"
@@ -48,6 +49,8 @@ export const postgresLayer = (url: Redacted.Redacted<string>, maxConnections: nu
       url,
       maxConnections,
       idleTimeout: "60 seconds",
+      // A server that does not answer (not even a refusal) fails a request in 5 s, not never.
+      connectTimeout: "5 seconds",
       applicationName: "commerce-platform",
       types: pgTypes
     }),
@@ -55,68 +58,99 @@ export const postgresLayer = (url: Redacted.Redacted<string>, maxConnections: nu
   )
 
 /**
- * Embedded PostgreSQL. PGlite is a single session, so the pool holds exactly one connection:
- * a transaction owns the database until it ends, which gives the same isolation guarantees our code
- * relies on (nothing depends on LISTEN/NOTIFY or session locks).
+ * How a process reaches an embedded data directory that another live process owns: the service
+ * (`exclusive`, the default) refuses to start; scripts (`attach`) connect to the owner's socket and
+ * work through it, so they never open a second PGlite on the same files.
  */
-export const embeddedLayer = (dataDir: string) =>
+export type EmbeddedAccessMode = "exclusive" | "attach"
+
+export class EmbeddedAccess extends Context.Reference<EmbeddedAccess>()("EmbeddedAccess", {
+  defaultValue: (): EmbeddedAccessMode => "exclusive"
+}) {}
+
+/** For scripts: attach to the running service's embedded database when there is one. */
+export const AttachToRunningService = Layer.succeed(EmbeddedAccess, "attach")
+
+const embeddedClient = (port: number, info: DatabaseInfoShape) =>
+  Layer.merge(
+    PgClient.layer({
+      host: "127.0.0.1",
+      port,
+      database: "postgres",
+      username: "postgres",
+      // PGlite is one session; one connection per process keeps a process from waiting on itself.
+      maxConnections: 1,
+      idleTimeout: "1 hour",
+      applicationName: "commerce-platform",
+      types: pgTypes
+    }),
+    Layer.succeed(DatabaseInfo, info)
+  )
+
+/**
+ * Embedded PostgreSQL. PGlite is a single session, so each process's pool holds exactly one
+ * connection and the socket (`EmbeddedServer.ts`) lets one connection's statement or transaction
+ * run at a time: a transaction owns the database until it ends, which gives the same isolation
+ * guarantees our code relies on (nothing depends on LISTEN/NOTIFY or session locks).
+ *
+ * A data directory on disk belongs to one process (`DataDirLock.ts`). When a live process already
+ * owns it, `exclusive` fails with `DataDirLocked` before PGlite is opened, and `attach` connects to
+ * that process's socket instead. `memory://` is private to the process and needs no lock.
+ */
+export const embeddedLayer = (dataDir: string, access: EmbeddedAccessMode = "exclusive") =>
   Layer.unwrapScoped(
     Effect.gen(function* () {
       const ephemeral = isMemoryDataDir(dataDir)
-      if (!ephemeral) mkdirSync(dataDir, { recursive: true })
-      const db = yield* Effect.acquireRelease(
-        Effect.tryPromise({
-          // pg_trgm backs the customer search index (migration 0006), as on a PostgreSQL server.
-          try: () => PGlite.create(ephemeral ? "memory://" : dataDir, { extensions: { pg_trgm } }),
-          catch: (cause) =>
-            new SqlError({ cause, message: `Failed to open embedded PostgreSQL at ${dataDir}` })
-        }),
-        (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)
-      )
-      const server = new PGLiteSocketServer({ db, host: "127.0.0.1", port: 0, maxConnections: 1 })
-      yield* Effect.acquireRelease(
-        Effect.tryPromise({
-          try: () => server.start(),
-          catch: (cause) => new SqlError({ cause, message: "Failed to start the embedded PostgreSQL socket" })
-        }),
-        () => Effect.promise(() => server.stop()).pipe(Effect.ignore)
-      )
-      const port = listeningPort(server)
-      yield* Effect.logDebug(`embedded PostgreSQL (${dataDir}) on 127.0.0.1:${port}`)
-      return Layer.merge(
-        PgClient.layer({
-          host: "127.0.0.1",
-          port,
-          database: "postgres",
-          username: "postgres",
-          maxConnections: 1,
-          idleTimeout: "1 hour",
-          applicationName: "commerce-platform",
-          types: pgTypes
-        }),
-        Layer.succeed(DatabaseInfo, { kind: "embedded", dataDir: Option.some(dataDir), ephemeral })
-      )
+      const info: DatabaseInfoShape = { kind: "embedded", dataDir: Option.some(dataDir), ephemeral }
+      if (ephemeral) return embeddedClient(yield* serveEmbedded("memory://"), info)
+      mkdirSync(dataDir, { recursive: true })
+      const claim = yield* claimDataDir(dataDir, access)
+      if (claim._tag === "Attach") {
+        yield* Effect.logInfo(
+          `embedded database ${dataDir} is served by process ${claim.holder.pid} (${claim.holder.command}); working through it on 127.0.0.1:${claim.port}`
+        )
+        return embeddedClient(claim.port, info)
+      }
+      const port = yield* serveEmbedded(dataDir)
+      yield* claim.publish(port)
+      return embeddedClient(port, info)
     })
   )
 
-const listeningPort = (server: PGLiteSocketServer): number => {
-  // getServerConn() is "host:port" once listening.
-  const conn = server.getServerConn()
-  const port = Number(conn.slice(conn.lastIndexOf(":") + 1))
-  if (!Number.isInteger(port) || port <= 0) throw new Error(`unexpected embedded server address ${conn}`)
-  return port
-}
+/** Opens PGlite and serves it on 127.0.0.1; both close with the scope. Returns the port. */
+const serveEmbedded = (dataDir: string) =>
+  Effect.gen(function* () {
+    const db = yield* Effect.acquireRelease(
+      Effect.tryPromise({
+        // pg_trgm backs the customer search index (migration 0006), as on a PostgreSQL server.
+        try: () => PGlite.create(dataDir, { extensions: { pg_trgm } }),
+        catch: (cause) => new SqlError({ cause, message: `Failed to open embedded PostgreSQL at ${dataDir}` })
+      }),
+      (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)
+    )
+    const server = yield* Effect.acquireRelease(
+      Effect.tryPromise({
+        try: () => startEmbeddedServer(db),
+        catch: (cause) => new SqlError({ cause, message: "Failed to start the embedded PostgreSQL socket" })
+      }),
+      (server) => Effect.promise(() => server.stop()).pipe(Effect.ignore)
+    )
+    yield* Effect.logDebug(`embedded PostgreSQL (${dataDir}) on 127.0.0.1:${server.port}`)
+    return server.port
+  })
 
 /** The database chosen by configuration. */
 export const DatabaseLive: Layer.Layer<
   PgClient.PgClient | SqlClient.SqlClient | DatabaseInfo,
-  SqlError,
+  SqlError | DataDirLocked,
   AppConfig
 > = Layer.unwrapEffect(
-  Effect.map(AppConfig, (config) =>
-    Option.match(config.databaseUrl, {
+  Effect.gen(function* () {
+    const config = yield* AppConfig
+    const access = yield* EmbeddedAccess
+    return Option.match(config.databaseUrl, {
       onSome: (url) => postgresLayer(url, config.databaseMaxConnections),
-      onNone: () => embeddedLayer(config.pgliteDataDir)
+      onNone: () => embeddedLayer(config.pgliteDataDir, access)
     })
-  )
+  })
 )

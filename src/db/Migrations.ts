@@ -141,12 +141,20 @@ export const runMigrations = (
 /** Loads `migrations/` and applies what is pending. */
 export const migrate = (dir?: string) => Effect.flatMap(loadMigrations(dir), runMigrations)
 
+/** PostgreSQL's undefined_table (42P01), under the SqlError that wraps it. */
+const isUndefinedTable = (error: SqlError): boolean => {
+  const cause: unknown = error.cause
+  return typeof cause === "object" && cause !== null && Reflect.get(cause, "code") === "42P01"
+}
+
 /** Whether every given migration is applied, and how many are not (for /ready: load the files once). */
 export const migrationStatus = (migrations: ReadonlyArray<Pick<Migration, "id">>) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
+    // No table yet means nothing applied; any other failure (an unreachable database) is not "all
+    // pending" and is left to the caller.
     const rows = yield* sql<{ id: number }>`SELECT id FROM public.schema_migrations`.pipe(
-      Effect.catchAll(() => Effect.succeed([] as ReadonlyArray<{ id: number }>))
+      Effect.catchIf(isUndefinedTable, () => Effect.succeed([] as ReadonlyArray<{ id: number }>))
     )
     const applied = new Set(rows.map((r) => r.id))
     const pending = migrations.filter((m) => !applied.has(m.id)).length

@@ -2,6 +2,7 @@
 import { Effect, Layer } from "effect"
 import { DatabaseLive } from "../db/Database.js"
 import { migrate } from "../db/Migrations.js"
+import { retryWhileUnreachable } from "../db/Reachability.js"
 import { AppendSignalLive } from "./AppendSignal.js"
 import { EventStoreLive } from "./EventStore.js"
 import { KeyringLive } from "./Keyring.js"
@@ -18,8 +19,10 @@ export const EventStoreServicesLive = EventStoreLive.pipe(
   Layer.provideMerge(Layer.merge(KeyringLive, AppendSignalLive))
 )
 
-/** Database, migrated, with the event store on top. Requires `AppConfig`. */
+/**
+ * Database, migrated, with the event store on top. Requires `AppConfig`. Connecting and migrating
+ * are retried while the server cannot be reached (DATABASE_CONNECT_TIMEOUT_SECONDS).
+ */
 export const PersistenceLive = EventStoreServicesLive.pipe(
-  Layer.provideMerge(MigrationsLive),
-  Layer.provideMerge(DatabaseLive)
+  Layer.provideMerge(retryWhileUnreachable(MigrationsLive.pipe(Layer.provideMerge(DatabaseLive))))
 )

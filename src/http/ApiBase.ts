@@ -26,7 +26,9 @@ export const Readiness = Schema.Struct({
   checks: Schema.Struct({
     database: ReadinessCheck,
     migrations: ReadinessCheck,
-    processors: ReadinessCheck
+    processors: ReadinessCheck,
+    /** With ADMIN_EMAIL: whether that admin exists (it can log in once this is ok). */
+    admin: Schema.optional(ReadinessCheck)
   })
 }).annotations({ identifier: "Readiness" })
 export type Readiness = typeof Readiness.Type
@@ -43,7 +45,11 @@ export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
       .addError(ServiceUnavailable)
       .annotate(OpenApi.Summary, "Readiness: database reachable, migrations applied, processors leased")
   )
-  .annotate(OpenApi.Title, "System") {}
+  .annotate(OpenApi.Title, "System")
+  .annotate(
+    OpenApi.Description,
+    "Liveness and readiness probes for orchestrators and load balancers; no credentials needed."
+  ) {}
 
 /**
  * The API's id and its errors, without groups. Handlers of a group are built against
@@ -54,3 +60,5 @@ export const ApiBase = HttpApi.make("commerce-platform")
   .addError(PayloadTooLarge)
   .addError(UnsupportedMediaType)
   .addError(InternalError)
+  // Any route, while the database cannot be reached (`service_unavailable`, with Retry-After).
+  .addError(ServiceUnavailable)

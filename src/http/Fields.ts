@@ -47,3 +47,12 @@ export const Instant = (field: string) =>
     },
     encode: (date) => ParseResult.succeed(date.toISOString())
   })
+
+/**
+ * An email address in a response: checked by `kernel/Email` when it was stored, so documented with
+ * `format: email` for clients and response validators.
+ */
+export const StoredEmail = Schema.String.annotations({ jsonSchema: { type: "string", format: "email" } })
+
+/** An absolute http(s) URL in a response (normalized with `new URL` when it was stored). */
+export const StoredUrl = Schema.String.annotations({ jsonSchema: { type: "string", format: "uri" } })

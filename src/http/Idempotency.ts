@@ -49,10 +49,12 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Duration, Effect, Fiber, Option } from "effect"
 import { CurrentRequestId } from "../base/RequestId.js"
 import { AppConfig } from "../config.js"
+import { unreachableInCause } from "../db/Reachability.js"
 import { openTransaction, type ReportedConflict } from "../db/Transaction.js"
 import { Keyring } from "../eventstore/Keyring.js"
 import { CommandRunner, isConcurrencyConflict } from "../kernel/CommandRunner.js"
 import { processor } from "../processors/Supervisor.js"
+import { UNAVAILABLE, UNAVAILABLE_RETRY_AFTER_SECONDS } from "./errors.js"
 import { MAX_BODY_BYTES } from "./middleware.js"
 import { errorResponse, requesterKey } from "./RateLimit.js"
 
@@ -61,7 +63,8 @@ export const IDEMPOTENT_REPLAYED_HEADER = "idempotent-replayed"
 /** How long a key and its response are kept. */
 export const IDEMPOTENCY_TTL: Duration.Duration = Duration.hours(24)
 
-const UNSAFE_METHODS: ReadonlySet<string> = new Set(["POST", "PUT", "PATCH", "DELETE"])
+/** The methods an `Idempotency-Key` applies to. */
+export const UNSAFE_METHODS: ReadonlySet<string> = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
 /** Statuses that mean "refused before any side effect" (or no answer at all): never stored. */
 const NOT_STORED: ReadonlySet<number> = new Set([400, 401, 403, 404, 405, 408, 413, 415, 429, 499])
@@ -481,17 +484,29 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
                 done()
                 return response
               }
+              let unreachable = false
               const committed = yield* tx.join(storeIdempotencyResponse(target, stored.value, options)).pipe(
                 Effect.zipRight(tx.commit),
                 Effect.as(true),
-                Effect.catchAllCause((cause) =>
-                  Effect.as(Effect.logError("idempotency: could not commit the request", cause), false)
-                )
+                Effect.catchAllCause((cause) => {
+                  unreachable = Option.isSome(unreachableInCause(cause))
+                  return Effect.as(
+                    unreachable
+                      ? Effect.logWarning("idempotency: could not commit the request: database unreachable")
+                      : Effect.logError("idempotency: could not commit the request", cause),
+                    false
+                  )
+                })
               )
               // Not known to be committed otherwise: the retry finds the stored response or runs.
               if (!committed) yield* tx.rollback
               done()
               if (committed) return response
+              if (unreachable) {
+                return yield* errorResponse(503, UNAVAILABLE, {
+                  "retry-after": String(UNAVAILABLE_RETRY_AFTER_SECONDS)
+                })
+              }
               return yield* errorResponse(500, {
                 code: "internal_error",
                 message: "An internal error occurred. It has been logged; retry later."

@@ -10,17 +10,29 @@ import { type KeysetSource, keysetPage, type SqlNames, type TrustedNames } from 
 import { type IdPrefix, isValid } from "../kernel/Ids.js"
 import { BadRequest } from "./errors.js"
 
-const IntFromString = (name: string, min: number, max: number) =>
+/**
+ * An integer query parameter. Documented as what a client sends, an `integer` with its bounds (not
+ * the string it travels as), so generated clients and test generators pass numbers.
+ */
+const IntFromString = (name: string, min: number, max: number, fallback: number) =>
   Schema.NumberFromString.pipe(
     Schema.int({ message: () => `${name} must be an integer` }),
     Schema.between(min, max, { message: () => `${name} must be between ${min} and ${max}` })
-  )
+  ).annotations({
+    jsonSchema: {
+      type: "integer",
+      minimum: min,
+      maximum: max,
+      default: fallback,
+      description: `an integer from ${min} to ${max} (default ${fallback})`
+    }
+  })
 
 export const MAX_DISPLAY = 100
 
 export const PageParams = Schema.Struct({
-  page: Schema.optionalWith(IntFromString("page", 1, 1_000_000), { default: () => 1 }),
-  display: Schema.optionalWith(IntFromString("display", 1, MAX_DISPLAY), { default: () => 20 })
+  page: Schema.optionalWith(IntFromString("page", 1, 1_000_000, 1), { default: () => 1 }),
+  display: Schema.optionalWith(IntFromString("display", 1, MAX_DISPLAY, 20), { default: () => 20 })
 })
 export type PageParams = typeof PageParams.Type
 
@@ -31,7 +43,7 @@ export const MAX_LIMIT = 100
 
 /** `/v1` list parameters; the ids are checked by the use case (their prefix is its resource's). */
 export const V1ListParams = Schema.Struct({
-  limit: Schema.optionalWith(IntFromString("limit", 1, MAX_LIMIT), { default: () => 10 }),
+  limit: Schema.optionalWith(IntFromString("limit", 1, MAX_LIMIT, 10), { default: () => 10 }),
   startingAfter: Schema.optional(
     Schema.String.pipe(Schema.maxLength(100, { message: () => "startingAfter must be an object id" }))
   ),

@@ -227,6 +227,9 @@ export const AUTH_RATE_LIMITED_PREFIXES = [
   "/auth/password-reset"
 ] as const
 
+/** The commerce surface, limited per credential. */
+export const API_RATE_LIMITED_PREFIX = "/v1"
+
 export const defaultRateLimitRules = (config: AppConfigShape): ReadonlyArray<RateLimitRule> => [
   ...AUTH_RATE_LIMITED_PREFIXES.map(
     (prefix): RateLimitRule => ({
@@ -236,7 +239,7 @@ export const defaultRateLimitRules = (config: AppConfigShape): ReadonlyArray<Rat
     })
   ),
   {
-    prefix: "/v1",
+    prefix: API_RATE_LIMITED_PREFIX,
     keyBy: "credential",
     policy: rateLimitPolicy("http.api", {
       limit: config.rateLimit.apiPerSecond,

@@ -3,6 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.js"
 import { loadMigrations, migrationStatus } from "../db/Migrations.js"
+import { isDatabaseUnreachable, unreachableReason } from "../db/Reachability.js"
 import { Supervisor } from "../processors/Supervisor.js"
 import type { Readiness as ReadinessBody } from "./ApiBase.js"
 
@@ -11,6 +12,15 @@ export interface ReadinessShape {
 }
 
 export class Readiness extends Context.Tag("Readiness")<Readiness, ReadinessShape>() {}
+
+/**
+ * Whether the ADMIN_EMAIL admin exists (provided by the identity context; optional): `/ready` is not
+ * 200 before that admin can log in — with ADMIN_EMAIL but no ADMIN_PASSWORD and no admin yet, never.
+ */
+export class AdminReadiness extends Context.Tag("AdminReadiness")<
+  AdminReadiness,
+  { readonly check: Effect.Effect<{ readonly ok: boolean; readonly detail: string }> }
+>() {}
 
 const ok = (detail: string) => ({ ok: true, detail })
 const notOk = (detail: string) => ({ ok: false, detail })
@@ -21,10 +31,22 @@ export const ReadinessLive = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
     const supervisor = yield* Effect.serviceOption(Supervisor)
+    const admin = yield* Effect.serviceOption(AdminReadiness)
 
     const database = sql`SELECT 1`.pipe(
       Effect.timeout(Duration.seconds(2)),
       Effect.as(ok("reachable")),
+      Effect.catchAll((error) =>
+        Effect.succeed(
+          notOk(
+            error._tag === "TimeoutException"
+              ? "unreachable (no answer within 2s)"
+              : isDatabaseUnreachable(error)
+                ? `unreachable (${unreachableReason(error)})`
+                : `failing: ${error.message}`
+          )
+        )
+      ),
       Effect.catchAllCause(() => Effect.succeed(notOk("unreachable")))
     )
     // The files are read once: they do not change while the process runs.
@@ -35,7 +57,7 @@ export const ReadinessLive = Layer.effect(
         : migrationStatus(files.right).pipe(
             Effect.provideService(SqlClient.SqlClient, sql),
             Effect.map((s) => (s.upToDate ? ok("up to date") : notOk(`${s.pending} pending`))),
-            Effect.catchAllCause(() => Effect.succeed(notOk("unknown")))
+            Effect.catchAllCause(() => Effect.succeed(notOk("unknown: the status could not be read")))
           )
     const processors = Effect.gen(function* () {
       if (config.role === "api") return ok("not run by this process (ROLE=api)")
@@ -57,13 +79,30 @@ export const ReadinessLive = Layer.effect(
 
     return {
       check: Effect.gen(function* () {
-        const [db, mig, proc] = yield* Effect.all([database, migrations, processors], {
-          concurrency: "unbounded"
+        // The database first: while it cannot be reached, what the other checks would read from it
+        // is unknown (not "10 pending", not "no lease held").
+        const db = yield* database
+        const unknown = notOk("unknown: database unreachable")
+        const adminCheck = Option.match(admin, {
+          onNone: () => Effect.succeed(undefined),
+          onSome: (a) => a.check
         })
-        const ready = db.ok && mig.ok && proc.ok
+        const [mig, proc, adm] = db.ok
+          ? yield* Effect.all([migrations, processors, adminCheck], { concurrency: "unbounded" })
+          : [
+              unknown,
+              config.role === "api" ? yield* processors : unknown,
+              Option.isSome(admin) ? unknown : undefined
+            ]
+        const ready = db.ok && mig.ok && proc.ok && (adm === undefined || adm.ok)
         return {
           status: ready ? ("ready" as const) : ("not_ready" as const),
-          checks: { database: db, migrations: mig, processors: proc }
+          checks: {
+            database: db,
+            migrations: mig,
+            processors: proc,
+            ...(adm === undefined ? {} : { admin: adm })
+          }
         }
       })
     }

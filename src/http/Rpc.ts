@@ -11,7 +11,8 @@
  * Same credentials as REST (`Authorization: Bearer …` through the `CredentialVerifier`); every call
  * needs the `read:events` scope (an `RpcScope` annotation can ask for another). Failures are typed
  * and carry the REST error body: `Unauthorized` (401-style), `Forbidden` (403), `BadRequest` (invalid
- * checkpoint, limit out of range…), `InternalError` (database failure, logged).
+ * checkpoint, limit out of range…), `ServiceUnavailable` (the database cannot be reached: retry),
+ * `InternalError` (any other database failure, logged).
  *
  * HTTP RPC has no backpressure and the server never learns that a client stopped reading, so every
  * stream is bounded: at most `MAX_LIMIT` events and `MAX_FOLLOW_SECONDS` of following per call.
@@ -28,12 +29,21 @@ import {
   toEventLogItem
 } from "../audit/EventLog.js"
 import { type OpsReport, OpsStatus, oldestDueAgeSeconds } from "../audit/OpsStatus.js"
+import { isDatabaseUnreachable, unreachableReason } from "../db/Reachability.js"
 import { AppendSignal } from "../eventstore/AppendSignal.js"
 import * as Checkpoint from "../eventstore/Checkpoint.js"
 import { EventStore } from "../eventstore/EventStore.js"
 import { KnownEventTypes } from "../eventstore/EventType.js"
 import { authenticate, CredentialVerifier, CurrentActor, requireScope } from "./Auth.js"
-import { BadRequest, errorBody, Forbidden, InternalError, Unauthorized } from "./errors.js"
+import {
+  BadRequest,
+  errorBody,
+  Forbidden,
+  InternalError,
+  ServiceUnavailable,
+  Unauthorized,
+  unavailableBody
+} from "./errors.js"
 
 export const RPC_PATH = "/rpc"
 
@@ -44,7 +54,7 @@ export class RpcScope extends Context.Reference<RpcScope>()("RpcScope", {
 
 /** Authenticates every RPC with the REST credentials and checks its scope. */
 export class RpcAuthentication extends RpcMiddleware.Tag<RpcAuthentication>()("RpcAuthentication", {
-  failure: Schema.Union(Unauthorized, Forbidden),
+  failure: Schema.Union(Unauthorized, Forbidden, ServiceUnavailable),
   provides: CurrentActor
 }) {}
 
@@ -116,10 +126,10 @@ export class AuditRpcs extends RpcGroup.make(
   Rpc.make("EventLog.Stream", {
     payload: EventLogStreamPayload,
     success: Item,
-    error: Schema.Union(BadRequest, InternalError),
+    error: Schema.Union(BadRequest, ServiceUnavailable, InternalError),
     stream: true
   }),
-  Rpc.make("Ops.Status", { success: OpsStatusResult, error: InternalError })
+  Rpc.make("Ops.Status", { success: OpsStatusResult, error: Schema.Union(ServiceUnavailable, InternalError) })
 ).middleware(RpcAuthentication) {}
 
 const iso = (d: Date | null) => (d === null ? null : d.toISOString())
@@ -148,25 +158,41 @@ export const toOpsStatusResult = (report: OpsReport): OpsStatusResult => ({
   }))
 })
 
-const internal = (what: string) => (error: SqlError) =>
+/** The database outage, as the RPC's typed failure (warned, not logged as an error). */
+const unavailable = (what: string, error: unknown) =>
   Effect.zipRight(
-    Effect.logError(`${what} failed`, error),
-    Effect.fail(
-      new InternalError(
-        errorBody("api_error", {
-          code: "internal_error",
-          message: "An internal error occurred. It has been logged; retry later."
-        })
-      )
-    )
+    Effect.logWarning(`${what}: database unreachable (${unreachableReason(error)})`),
+    Effect.fail(new ServiceUnavailable(unavailableBody()))
   )
+
+const internal =
+  (what: string) =>
+  (error: SqlError): Effect.Effect<never, ServiceUnavailable | InternalError> =>
+    isDatabaseUnreachable(error)
+      ? unavailable(what, error)
+      : Effect.zipRight(
+          Effect.logError(`${what} failed`, error),
+          Effect.fail(
+            new InternalError(
+              errorBody("api_error", {
+                code: "internal_error",
+                message: "An internal error occurred. It has been logged; retry later."
+              })
+            )
+          )
+        )
 
 export const RpcAuthenticationLive = Layer.effect(
   RpcAuthentication,
   Effect.map(CredentialVerifier, (verifier) =>
     RpcAuthentication.of(({ headers, rpc }) =>
       Effect.gen(function* () {
-        const actor = yield* authenticate(verifier, headers.authorization)
+        // The credential lookup dies when the database cannot be reached: that is the outage, typed.
+        const actor = yield* authenticate(verifier, headers.authorization).pipe(
+          Effect.catchAllDefect((defect) =>
+            isDatabaseUnreachable(defect) ? unavailable("rpc authentication", defect) : Effect.die(defect)
+          )
+        )
         return yield* requireScope(Context.get(rpc.annotations, RpcScope)).pipe(
           Effect.provideService(CurrentActor, actor)
         )

@@ -17,7 +17,7 @@ import { AppConfig } from "../config.js"
 import { HttpMetrics, HttpMetricsLive, METRICS_PATH, MetricsRouteLive } from "../observability/Metrics.js"
 import { errorBody } from "./errors.js"
 import { idempotencyMiddleware } from "./Idempotency.js"
-import { allowedMethods, apiMiddleware, newRequestId } from "./middleware.js"
+import { allowedMethods, apiMiddleware, databaseOutage, newRequestId } from "./middleware.js"
 import { RateLimiterLive, rateLimitMiddleware } from "./RateLimit.js"
 import { RPC_PATH, RpcLive } from "./Rpc.js"
 
@@ -57,6 +57,7 @@ export const httpAppLayer = <Id extends string, Groups extends HttpApiGroup.Http
       )
     })
   ).pipe(
+    Layer.provide(HttpApiBuilder.middleware(databaseOutage)),
     Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide([RpcLive, MetricsRouteLive]),

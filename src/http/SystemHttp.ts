@@ -18,8 +18,7 @@ export const SystemHttpLive = HttpApiBuilder.group(ApiBase.add(SystemApi), "syst
                   errorBody("api_error", {
                     code: "not_ready",
                     message: Object.entries(body.checks)
-                      .filter(([, c]) => !c.ok)
-                      .map(([name, c]) => `${name}: ${c.detail}`)
+                      .flatMap(([name, c]) => (c === undefined || c.ok ? [] : [`${name}: ${c.detail}`]))
                       .join("; ")
                   })
                 )

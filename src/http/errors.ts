@@ -126,7 +126,10 @@ export class InternalError extends Schema.TaggedError<InternalError>()(
 export class ServiceUnavailable extends Schema.TaggedError<ServiceUnavailable>()(
   "ServiceUnavailable",
   fields,
-  HttpApiSchema.annotations({ status: 503, description: "Not ready" })
+  HttpApiSchema.annotations({
+    status: 503,
+    description: "Not ready, or the database cannot be reached (retry after Retry-After seconds)"
+  })
 ) {}
 
 /** The wire body, for responses built outside HttpApi (middleware, router fallbacks). */
@@ -134,6 +137,18 @@ export const ErrorBody = Schema.Struct({ error: ErrorDetail })
 export type ErrorBody = typeof ErrorBody.Type
 
 export const errorBody = (type: ErrorType, input: ErrorInput): ErrorBody => ({ error: detail(type, input) })
+
+/** Seconds a client should wait before retrying while the database cannot be reached. */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 2
+
+/** A request that failed because the database cannot be reached: not a bug, retry (503). */
+export const UNAVAILABLE: ErrorInput = {
+  code: "service_unavailable",
+  message: "The service is temporarily unavailable (its database cannot be reached); retry later."
+}
+
+/** The 503 body of `UNAVAILABLE`. */
+export const unavailableBody = (): ErrorBody => errorBody("api_error", UNAVAILABLE)
 
 /** Default type for a status, used when normalizing responses that did not come from our classes. */
 export const typeForStatus = (status: number): ErrorType => {

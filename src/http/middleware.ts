@@ -19,7 +19,15 @@ import {
 } from "@effect/platform"
 import { Cause, Effect, Option } from "effect"
 import { CurrentRequestId } from "../base/RequestId.js"
-import { type ErrorBody, type ErrorType, errorBody, typeForStatus } from "./errors.js"
+import { unreachableInCause, unreachableReason } from "../db/Reachability.js"
+import {
+  type ErrorBody,
+  type ErrorType,
+  errorBody,
+  typeForStatus,
+  UNAVAILABLE_RETRY_AFTER_SECONDS,
+  unavailableBody
+} from "./errors.js"
 
 export const MAX_BODY_BYTES = 1024 * 1024
 
@@ -436,11 +444,46 @@ const causeToResponse = (
     if (error._tag === "RequestError")
       return Effect.succeed(fail(400, "invalid_body", "the request could not be read"))
   }
+  // The database cannot be reached (in the request guards: idempotency keys): an outage to wait
+  // out, not a bug (one warning line, no stack).
+  const unreachable = unreachableInCause(cause)
+  if (Option.isSome(unreachable)) {
+    return Effect.as(
+      Effect.logWarning(`database unreachable (${unreachableReason(unreachable.value)}): answered 503`),
+      unavailableResponse()
+    )
+  }
   return Effect.as(
     Effect.logError("unhandled failure while serving a request", cause),
     HttpServerResponse.empty({ status: 500 })
   )
 }
+
+/**
+ * A request stopped by a database outage (a failure or defect anywhere under it: handler, credential
+ * lookup, `/rpc`) answers 503 instead of the platform's 500. An HttpApi-level middleware
+ * (`HttpApiBuilder.middleware`): the platform turns a failed app into a sent 500 before the serve
+ * middleware (`apiMiddleware`) sees the cause, so this must run inside it.
+ */
+export const databaseOutage = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+  Effect.catchAllCause(app, (cause) =>
+    Option.match(unreachableInCause(cause), {
+      onNone: () => Effect.failCause(cause),
+      onSome: (error) =>
+        Effect.as(
+          Effect.logWarning(`database unreachable (${unreachableReason(error)}): answered 503`),
+          unavailableResponse()
+        )
+    })
+  )
+
+/** 503 `service_unavailable` with `Retry-After`, for a request the database outage stopped. */
+export const unavailableResponse = () =>
+  HttpServerResponse.setHeader(
+    jsonResponse(503, unavailableBody()),
+    "retry-after",
+    String(UNAVAILABLE_RETRY_AFTER_SECONDS)
+  )
 
 /** The service-wide middleware; `onResponse` observes each finished request (metrics). */
 export const apiMiddleware = (

@@ -9,7 +9,7 @@ import { ApiBase } from "../http/ApiBase.js"
 import { Authentication } from "../http/Auth.js"
 import { byId, scoped } from "../http/Endpoints.js"
 import { Conflict, Forbidden, NotFound, TooManyRequests, Unauthorized } from "../http/errors.js"
-import { Text } from "../http/Fields.js"
+import { StoredEmail, Text } from "../http/Fields.js"
 import { ListOf, PageParams } from "../http/Lists.js"
 import { EmailSchema } from "../kernel/Email.js"
 
@@ -19,7 +19,7 @@ const Name = (field: string) => Text(field)
 
 export const AuthUser = Schema.Struct({
   id: Schema.String,
-  email: Schema.String,
+  email: StoredEmail,
   firstName: Schema.String,
   lastName: Schema.String,
   createdAt: Schema.Date
@@ -155,7 +155,13 @@ export class AuthApi extends HttpApiGroup.make("auth")
       .addSuccess(HttpApiSchema.NoContent)
       .annotate(OpenApi.Summary, "Set a new password with a reset token; every existing session is revoked")
   )
-  .annotate(OpenApi.Title, "Authentication") {}
+  .annotate(OpenApi.Title, "Authentication")
+  .annotate(
+    OpenApi.Description,
+    "Registration, login, token refresh, the client credentials grant, password reset, logout and the " +
+      "current user. Access tokens (JWT), API keys (`sk_…`) and client-credentials tokens are all sent as " +
+      "`Authorization: Bearer <credential>`."
+  ) {}
 
 // --- The caller's own session ----------------------------------------------------------------------
 
@@ -203,7 +209,11 @@ export class ApiKeysApi extends HttpApiGroup.make("apikeys")
       .annotate(OpenApi.Summary, "Revoke an API key: it stops working at once")
   )
   .middleware(Authentication)
-  .annotate(OpenApi.Title, "API keys") {}
+  .annotate(OpenApi.Title, "API keys")
+  .annotate(
+    OpenApi.Description,
+    "Long-lived secret keys (`sk_…`) for servers, each with scopes no wider than its creator's."
+  ) {}
 
 // --- OAuth clients (admin) ---------------------------------------------------------------------------
 
@@ -232,7 +242,11 @@ export class OAuthClientsApi extends HttpApiGroup.make("oauthClients")
       .annotate(OpenApi.Summary, "Delete an OAuth client: its tokens are revoked")
   )
   .middleware(Authentication)
-  .annotate(OpenApi.Title, "OAuth clients") {}
+  .annotate(OpenApi.Title, "OAuth clients")
+  .annotate(
+    OpenApi.Description,
+    "Clients of the OAuth 2.0 client credentials grant (`POST /auth/token`); admin only."
+  ) {}
 
 /** This context's routes on the service's API (`ApiBase`): what its handlers are built against. */
 export const IdentityRoutes = ApiBase.add(AuthApi).add(AccountApi).add(ApiKeysApi).add(OAuthClientsApi)

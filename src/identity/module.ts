@@ -4,7 +4,7 @@
  */
 import { Layer } from "effect"
 import { IdentityRoutes } from "./Api.js"
-import { AdminBootstrapLive } from "./admin.js"
+import { AdminBootstrapLive, AdminReadinessLive } from "./admin.js"
 import { identityEventTypes } from "./events.js"
 import { IdentityHttpLive } from "./Http.js"
 import { IdentityLive } from "./Identity.js"
@@ -30,5 +30,7 @@ export const identityModule = {
   /** The authentication middleware's credential check (tests may pass their own). */
   credentials: CredentialVerifierLive,
   /** The first admin from `ADMIN_EMAIL`/`ADMIN_PASSWORD`, at start-up. */
-  bootstrap: AdminBootstrapLive
+  bootstrap: AdminBootstrapLive,
+  /** `/ready`'s check that the ADMIN_EMAIL admin exists. */
+  readiness: AdminReadinessLive
 } as const

@@ -337,7 +337,12 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
       )
   )
   .middleware(Authentication)
-  .annotate(OpenApi.Title, "Notifications") {}
+  .annotate(OpenApi.Title, "Notifications")
+  .annotate(
+    OpenApi.Description,
+    "Email, SMS and push notifications (sent now or scheduled, cancelled, resent), the trigger events " +
+      "that send them automatically, and their Liquid templates. Staff only."
+  ) {}
 
 /** This context's routes on the service's API (`ApiBase`): what its handlers are built against. */
 export const NotificationsRoutes = ApiBase.add(NotificationsApi)

@@ -5,6 +5,7 @@
  * finalizers release leases). A status registry answers `/ready` and `/metrics`.
  */
 import { Cause, Clock, Context, Duration, Effect, Exit, Layer, Option, Ref, type Scope } from "effect"
+import { unreachableInCause, unreachableReason } from "../db/Reachability.js"
 
 /** A named long-lived loop. It should never return; if it does, it is restarted like a failure. */
 export interface Processor<R = never> {
@@ -134,7 +135,13 @@ export const makeSupervisor = (options: SupervisorOptions = {}) =>
             lastFailedAt: new Date(endedAt),
             nextStartAt: new Date(endedAt + backoff)
           }))
-          if (Exit.isFailure(exit)) {
+          const unreachable = Exit.isFailure(exit) ? unreachableInCause(exit.cause) : Option.none()
+          if (Option.isSome(unreachable)) {
+            // An outage, not a bug: one warning line per restart, without the stack.
+            yield* Effect.logWarning(
+              `processor ${p.name} stopped: database unreachable (${unreachableReason(unreachable.value)}); restarting in ${backoff} ms`
+            )
+          } else if (Exit.isFailure(exit)) {
             yield* Effect.logError(`processor ${p.name} failed; restarting in ${backoff} ms`, exit.cause)
           } else {
             yield* Effect.logWarning(`processor ${p.name} returned; restarting in ${backoff} ms`)

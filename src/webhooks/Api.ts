@@ -11,7 +11,7 @@ import { ApiBase } from "../http/ApiBase.js"
 import { Authentication } from "../http/Auth.js"
 import { byId, scoped } from "../http/Endpoints.js"
 import { Conflict, NotFound } from "../http/errors.js"
-import { Instant } from "../http/Fields.js"
+import { Instant, StoredUrl } from "../http/Fields.js"
 import { ListOf, PageParams, V1List, V1ListParams } from "../http/Lists.js"
 import { Metadata } from "../kernel/Metadata.js"
 import { WEBHOOK_EVENT_TYPES } from "./catalogue.js"
@@ -27,7 +27,7 @@ const MetadataObject = Metadata.annotations({ message: () => "metadata must be a
 /** A webhook endpoint as `GET`/`PUT` show it: everything but the secret. */
 export const Webhook = Schema.Struct({
   id: Schema.String,
-  url: Schema.String,
+  url: StoredUrl,
   events: Schema.Array(Schema.String),
   /** `active` on creation; `failing` after a delivery exhausted its attempts; `disabled`. */
   status: WebhookStatus,
@@ -298,7 +298,12 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
       )
   )
   .middleware(Authentication)
-  .annotate(OpenApi.Title, "Webhooks") {}
+  .annotate(OpenApi.Title, "Webhooks")
+  .annotate(
+    OpenApi.Description,
+    "Webhook endpoints that receive signed events (Standard Webhooks), their delivery log, redelivery " +
+      "and recovery. Staff only."
+  ) {}
 
 export class V1WebhooksApi extends HttpApiGroup.make("v1Webhooks")
   .add(
@@ -339,7 +344,12 @@ export class V1WebhooksApi extends HttpApiGroup.make("v1Webhooks")
       .annotate(OpenApi.Summary, "Delete a webhook endpoint")
   )
   .middleware(Authentication)
-  .annotate(OpenApi.Title, "Webhooks (v1)") {}
+  .annotate(OpenApi.Title, "Webhooks (v1)")
+  .annotate(
+    OpenApi.Description,
+    "The same webhook endpoints on the `/v1` surface, in Stripe's shapes (list objects, keyset " +
+      "pagination with `limit`, `startingAfter`, `endingBefore`)."
+  ) {}
 
 /** This context's routes on the service's API (`ApiBase`): what its handlers are built against. */
 export const WebhooksRoutes = ApiBase.add(WebhooksApi).add(V1WebhooksApi)

@@ -2,13 +2,18 @@
  * The OpenAPI document the running service publishes: valid OpenAPI 3.1 by an independent
  * validator, every error response documented as the one error body (`{ "error": ErrorDetail }`)
  * with none of the internal `_tag` / `HttpApiDecodeError` leaking through, and `/docs` showing the
- * same document.
+ * same document, which is also the one `npm run lint:openapi` lints with Redocly. What the middleware
+ * adds around the handlers is documented too: `Request-Id`, `Idempotency-Key` with its answers, the
+ * rate limits' headers and 429s, and each path's 405 `Allow`.
  */
-import { HttpClient, HttpClientRequest } from "@effect/platform"
+import { HttpClient, HttpClientRequest, OpenApi } from "@effect/platform"
 import { describe, layer } from "@effect/vitest"
 import { Validator } from "@seriousme/openapi-schema-validator"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
+import fc from "fast-check"
 import { expect } from "vitest"
+import { Api } from "../../src/Api.js"
+import { parseIdempotencyKey } from "../../src/http/Idempotency.js"
 import { TestHttp } from "../support/http.js"
 
 type JsonObject = Record<string, unknown>
@@ -111,6 +116,20 @@ const bareArrayResponses = (spec: JsonObject): ReadonlyArray<string> =>
     return isObject(schema) && schema.type === "array" ? [where] : []
   })
 
+/** Every operation of the document, with its path and (lower-case) method. */
+const operations = (spec: JsonObject) => {
+  const out: Array<{ readonly path: string; readonly method: string; readonly operation: JsonObject }> = []
+  const paths = isObject(spec.paths) ? spec.paths : {}
+  for (const [path, item] of Object.entries(paths)) {
+    if (!isObject(item)) continue
+    for (const method of METHODS) {
+      const operation = item[method]
+      if (isObject(operation)) out.push({ path, method, operation })
+    }
+  }
+  return out
+}
+
 describe("OpenAPI", () => {
   layer(TestHttp, { excludeTestServices: true, timeout: 60_000 })("the published document", (it) => {
     it.effect("is valid OpenAPI 3.1", () =>
@@ -187,6 +206,167 @@ describe("OpenAPI", () => {
         // Any credential may call /auth/me; the public routes need none.
         expect(operation("/auth/me", "get").security).toEqual([{ bearer: [] }])
         expect(operation("/auth/login", "post").security ?? []).toEqual([])
+      })
+    )
+
+    it.effect("is the document `npm run lint:openapi` lints", () =>
+      Effect.gen(function* () {
+        const spec = yield* fetchSpec
+        expect(spec).toEqual(JSON.parse(JSON.stringify(OpenApi.fromApi(Api))))
+      })
+    )
+
+    it.effect("names its server and license, and describes each tag once", () =>
+      Effect.gen(function* () {
+        const spec = yield* fetchSpec
+        expect(spec.servers).toEqual([{ url: "/", description: expect.any(String) }])
+        const info = isObject(spec.info) ? spec.info : {}
+        expect(info.license).toMatchObject({ name: "MIT" })
+        const tags = Array.isArray(spec.tags) ? spec.tags.filter(isObject) : []
+        const names = tags.map((t) => t.name)
+        expect(new Set(names).size).toBe(names.length)
+        expect(names).toEqual(
+          expect.arrayContaining(["System", "Authentication", "Customers", "Webhooks (v1)"])
+        )
+        for (const tag of tags) expect(String(tag.description ?? ""), String(tag.name)).not.toBe("")
+        // Every operation's tag is one of them.
+        for (const { operation } of operations(spec))
+          for (const tag of Array.isArray(operation.tags) ? operation.tags : []) expect(names).toContain(tag)
+        // The scheme lists the scopes the routes require.
+        const schemes = isObject(spec.components) ? spec.components.securitySchemes : undefined
+        const bearer = isObject(schemes) ? schemes.bearer : undefined
+        const description = String(isObject(bearer) ? bearer.description : "")
+        for (const scope of ["admin", "read:customers", "write:webhooks", "write:apikeys"])
+          expect(description).toContain(`\`${scope}\``)
+      })
+    )
+
+    it.effect("documents the headers and answers the middleware adds to every operation", () =>
+      Effect.gen(function* () {
+        const spec = yield* fetchSpec
+        const rateLimited = (path: string) =>
+          path.startsWith("/v1/") ||
+          ["/auth/login", "/auth/register", "/auth/refresh", "/auth/token", "/auth/password-reset"].some(
+            (p) => path === p || path.startsWith(`${p}/`)
+          )
+        const problems: Array<string> = []
+        for (const { path, method, operation } of operations(spec)) {
+          const where = `${method.toUpperCase()} ${path}`
+          const responses = isObject(operation.responses) ? operation.responses : {}
+          const headersOf = (status: string) => {
+            const response = deref(spec, responses[status])
+            const headers = isObject(response) && isObject(response.headers) ? response.headers : {}
+            return Object.fromEntries(Object.entries(headers).map(([name, h]) => [name, deref(spec, h)]))
+          }
+          for (const status of Object.keys(responses)) {
+            const headers = headersOf(status)
+            if (!isObject(headers["Request-Id"])) problems.push(`${where} ${status}: no Request-Id`)
+            for (const name of ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"])
+              if (rateLimited(path) !== isObject(headers[name])) problems.push(`${where} ${status}: ${name}?`)
+          }
+          const unsafe = ["post", "put", "patch", "delete"].includes(method)
+          const parameters = (Array.isArray(operation.parameters) ? operation.parameters : []).map((p) =>
+            deref(spec, p)
+          )
+          const key = parameters.find((p) => isObject(p) && p.name === "Idempotency-Key" && p.in === "header")
+          if (unsafe !== (key !== undefined)) problems.push(`${where}: Idempotency-Key?`)
+          if (unsafe) {
+            for (const status of ["409", "422"])
+              if (!(status in responses)) problems.push(`${where}: no ${status}`)
+            const success = Object.keys(responses).find((s) => s.startsWith("2")) ?? "2xx"
+            if (!isObject(headersOf(success)["Idempotent-Replayed"]))
+              problems.push(`${where}: Idempotent-Replayed?`)
+          }
+          if (rateLimited(path) && !("429" in responses)) problems.push(`${where}: no 429`)
+          if ("429" in responses && !isObject(headersOf("429")["Retry-After"]))
+            problems.push(`${where} 429: no Retry-After`)
+        }
+        expect(problems).toEqual([])
+      })
+    )
+
+    it.effect("documents each path's 405 with the Allow header the service sends", () =>
+      Effect.gen(function* () {
+        const spec = yield* fetchSpec
+        const paths = isObject(spec.paths) ? spec.paths : {}
+        const client = yield* HttpClient.HttpClient
+        for (const [path, item] of Object.entries(paths)) {
+          if (!isObject(item)) continue
+          const documented = /`Allow: ([A-Z, ]+)`/.exec(String(item.description ?? ""))?.[1] ?? ""
+          expect(documented, path).not.toBe("")
+          // A method the path does not answer, with made-up ids (no static path segment matches them).
+          const other = (["PATCH", "PUT", "POST", "DELETE"] as const).find(
+            (m) => !documented.split(", ").includes(m)
+          )
+          if (other === undefined) continue
+          const res = yield* client.execute(HttpClientRequest.make(other)(path.replace(/\{[^}]+\}/g, "x_1")))
+          expect(res.status, `${other} ${path}`).toBe(405)
+          expect(res.headers.allow, `${other} ${path}`).toBe(documented)
+        }
+      })
+    )
+
+    it.effect(
+      "types list parameters as integers with their bounds, timestamps and stored values with formats",
+      () =>
+        Effect.gen(function* () {
+          const spec = yield* fetchSpec
+          const parameter = (path: string, name: string) => {
+            const op = operations(spec).find((o) => o.path === path && o.method === "get")?.operation
+            const found = (Array.isArray(op?.parameters) ? op.parameters : []).find(
+              (p) => isObject(p) && p.name === name
+            )
+            return isObject(found) ? found.schema : undefined
+          }
+          expect(parameter("/v1/webhooks", "limit")).toMatchObject({
+            type: "integer",
+            minimum: 1,
+            maximum: 100
+          })
+          expect(parameter("/user", "display")).toMatchObject({ type: "integer", minimum: 1, maximum: 100 })
+          expect(parameter("/user", "page")).toMatchObject({ type: "integer", minimum: 1 })
+          const schemas =
+            isObject(spec.components) && isObject(spec.components.schemas) ? spec.components.schemas : {}
+          expect(schemas.Date).toMatchObject({ type: "string", format: "date-time" })
+          const property = (schema: string, name: string) => {
+            const s = schemas[schema]
+            return isObject(s) && isObject(s.properties) ? s.properties[name] : undefined
+          }
+          expect(property("Customer", "email")).toMatchObject({ format: "email" })
+          expect(property("AuthUser", "email")).toMatchObject({ format: "email" })
+          expect(property("Webhook", "url")).toMatchObject({ format: "uri" })
+          expect(property("V1WebhookEndpoint", "url")).toMatchObject({ format: "uri" })
+        })
+    )
+
+    it.effect("documents Idempotency-Key as the middleware parses it", () =>
+      Effect.gen(function* () {
+        const spec = yield* fetchSpec
+        const parameters =
+          isObject(spec.components) && isObject(spec.components.parameters) ? spec.components.parameters : {}
+        const key = parameters.IdempotencyKey
+        const schema = isObject(key) && isObject(key.schema) ? key.schema : {}
+        expect(schema).toMatchObject({ type: "string", minLength: 1, maxLength: 255 })
+        const pattern = new RegExp(String(schema.pattern))
+        // Over printable ASCII (what a header value can carry), the document allows exactly the keys
+        // the middleware accepts.
+        fc.assert(
+          fc.property(
+            fc.oneof(
+              fc.string({ maxLength: 255 }),
+              fc.string({ unit: fc.constantFrom(" ", '"', "\\", "a", "~"), maxLength: 6 })
+            ),
+            (value) => {
+              expect(pattern.test(value), JSON.stringify(value)).toBe(
+                Option.isSome(parseIdempotencyKey(value))
+              )
+            }
+          ),
+          { numRuns: 2000 }
+        )
+        for (const refused of ["", "   ", '""', ' "" ']) expect(pattern.test(refused), refused).toBe(false)
+        for (const accepted of ["a", '" "', '"\\""', "k-1 2"])
+          expect(pattern.test(accepted), accepted).toBe(true)
       })
     )
 
