@@ -1,9 +1,9 @@
 /** UUIDv7 (RFC 9562): 48-bit Unix milliseconds, then randomness. Time-ordered, index friendly. */
-import { randomBytes } from "node:crypto"
 import { Clock, Effect } from "effect"
+import { randomBytesPooled } from "./Random.js"
 
 export const uuidv7FromMillis = (millis: number): string => {
-  const bytes = randomBytes(16)
+  const bytes = randomBytesPooled(16)
   let ms = Math.max(0, Math.floor(millis))
   for (let i = 5; i >= 0; i--) {
     bytes[i] = ms % 256

@@ -11,7 +11,7 @@ import { EventStore } from "../eventstore/EventStore.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
 import { BadRequest, Conflict, Forbidden, NotFound, orDieUnlessHttp } from "../http/errors.js"
 import { parseSort } from "../http/Lists.js"
-import { IdentityPort, userEmailHolders } from "../identity/index.js"
+import { IdentityPort } from "../identity/index.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import type { MetadataPatch } from "../kernel/Metadata.js"
@@ -28,7 +28,7 @@ import {
 import {
   type CustomerListQuery,
   type CustomerSort,
-  customerEmailHolders,
+  emailHolders,
   findCustomer,
   listCustomers,
   SORT_FIELDS
@@ -136,15 +136,19 @@ export const makeCustomers = Effect.gen(function* () {
    * their customer id, so `customerId` excludes both the record itself and its own login.
    */
   const ensureEmailFree = (email: string, customerId?: string) =>
-    Effect.flatMap(withSql(Effect.all([customerEmailHolders(email), userEmailHolders(email)])), (lists) =>
-      lists.flat().some((h) => h.customerId === null || h.customerId !== customerId)
+    Effect.flatMap(withSql(emailHolders(email)), (holders) =>
+      holders.some((h) => h.customerId === null || h.customerId !== customerId)
         ? Effect.fail(emailTaken)
         : Effect.void
     )
 
   const execute = (customerId: string, command: CustomerCommand, actor: AuthenticatedActor) =>
     Effect.flatMap(commandMetadata(actor), (metadata) =>
-      runner.execute(CustomerDecider, customerStream(customerId), command, { metadata })
+      runner.execute(CustomerDecider, customerStream(customerId), command, {
+        metadata,
+        // A creation's id was minted just before: there is no stream to read.
+        newStream: command._tag === "Create"
+      })
     )
 
   const list = (actor: AuthenticatedActor, input: ListInput) => {

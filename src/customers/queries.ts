@@ -2,6 +2,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import type { Sort } from "../http/Lists.js"
+import { USERS_TABLE } from "../identity/index.js"
 import { normalizeEmail } from "../kernel/Email.js"
 import type { NewAddress } from "./decider.js"
 import { ADDRESSES, CUSTOMERS } from "./projection.js"
@@ -132,3 +133,17 @@ export const customerEmailHolders = (email: string) =>
     (sql) => sql<{ readonly customerId: string | null }>`
       SELECT customer_id AS "customerId" FROM ${sql(CUSTOMERS)} WHERE email_normalized = ${normalizeEmail(email)}`
   )
+
+/**
+ * Who holds an address, customer records and logins together, in ONE statement (a command's
+ * round trips are its cost): each holder with the customer id it stands for (a login's linked
+ * record; null for an admin login). The union of `customerEmailHolders` and identity's `userEmailHolders`.
+ */
+export const emailHolders = (email: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => {
+    const normalized = normalizeEmail(email)
+    return sql<{ readonly customerId: string | null }>`
+      SELECT customer_id AS "customerId" FROM ${sql(CUSTOMERS)} WHERE email_normalized = ${normalized}
+      UNION ALL
+      SELECT customer_id FROM ${sql(USERS_TABLE)} WHERE email_normalized = ${normalized}`
+  })

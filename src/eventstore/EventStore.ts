@@ -6,7 +6,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Context, Effect, Either, Layer, Option, ParseResult, Schedule, Schema } from "effect"
 import { UUID_PATTERN, uuidv7FromMillis } from "../base/Uuid.js"
-import { inTransaction } from "../db/Sql.js"
+import { inTransaction, textArray } from "../db/Sql.js"
 import { reportConflict } from "../db/Transaction.js"
 import { AppendSignal } from "./AppendSignal.js"
 import type { Checkpoint } from "./Checkpoint.js"
@@ -22,7 +22,8 @@ import {
   type SubjectForgotten,
   WrongExpectedVersion
 } from "./errors.js"
-import { type Envelope, isEnvelope, Keyring } from "./Keyring.js"
+import { type Envelope, type InlineKey, isEnvelope, Keyring } from "./Keyring.js"
+import { type PublicEventRow, publicEventsPayload } from "./PublicEvents.js"
 
 /** `n` (0 = the stream must not exist yet), `"no_stream"`, or `"any"`. */
 export type ExpectedVersion = number | "no_stream" | "any"
@@ -61,6 +62,19 @@ export interface AppendInput {
   readonly expectedVersion: ExpectedVersion
   readonly events: ReadonlyArray<NewEvent>
   readonly metadata?: EventMetadata
+  /**
+   * Transaction-scoped shared advisory locks, `(space, hashtext(name))` per name, taken by the
+   * append's own statement before it writes (the inline projections' locks: no statement of their own).
+   */
+  readonly sharedLocks?: { readonly space: number; readonly names: ReadonlyArray<string> }
+  /**
+   * Public events derived from the events as they will be recorded (ids and time fixed, validated),
+   * inserted by the append's own statement when it succeeds. Called once per attempt of the statement.
+   */
+  readonly publicEvents?: (recorded: {
+    readonly eventIds: ReadonlyArray<string>
+    readonly recordedAt: Date
+  }) => ReadonlyArray<PublicEventRow>
 }
 
 export interface AppendResult {
@@ -196,7 +210,7 @@ interface PayloadEvent {
 }
 
 interface AppendRow {
-  readonly outcome: "ok" | "wrong_expected_version" | "ordering_conflict"
+  readonly outcome: "ok" | "wrong_expected_version" | "ordering_conflict" | "subject_keys_stale"
   readonly streamVersion: number | null
   readonly firstPosition: number | null
   readonly lastPosition: number | null
@@ -277,6 +291,17 @@ const duplicateEventStream = (error: SqlError, payload: ReadonlyArray<ManyPayloa
     typeof detail === "string" ? payload.find((p) => p.events.some((e) => detail.includes(e.id))) : undefined
   return hit?.streamId ?? payload[0]?.streamId ?? ""
 }
+
+/** A duplicate event id is the caller's `DuplicateEvent`; any other failure stays a SqlError. */
+const appendSqlError = (
+  input: AppendInput,
+  error: SqlError
+): Effect.Effect<never, DuplicateEvent | SqlError> =>
+  isUniqueViolation(error, "events_event_id_uq")
+    ? Effect.fail(
+        new DuplicateEvent({ streamId: input.streamId, detail: String((error.cause as Error).message) })
+      )
+    : Effect.fail(error)
 
 /** Retries of a standalone append that lost the per-stream ordering guard to a newer transaction. */
 const orderingRetry = Schedule.exponential("2 millis").pipe(
@@ -359,21 +384,24 @@ export const makeEventStore = Effect.gen(function* () {
     })
   }
 
+  /** Personal fields to seal, per data subject: the encoded record and the key of each field. */
+  type ToSeal = Map<string, Array<{ readonly record: Record<string, unknown>; readonly key: string }>>
+
   /**
-   * Validates and encodes every event first (no database work), then seals personal fields with one
-   * key lookup per data subject — so a malformed event never leaves a subject key behind. Event
-   * schemas are synchronous (JSON in, JSON out), so encoding needs no fiber per event.
+   * Validates and encodes every event (no database work), collecting the personal fields to seal —
+   * so a malformed event never leaves a subject key behind. Event schemas are synchronous (JSON in,
+   * JSON out), so encoding needs no fiber per event.
    */
-  const encode = (
+  const encodeEvents = (
     input: AppendInput,
     recordedAt: number
-  ): Effect.Effect<ReadonlyArray<PayloadEvent>, InvalidEventPayload | SubjectForgotten | SqlError> => {
+  ): Effect.Effect<
+    { readonly payload: ReadonlyArray<PayloadEvent>; readonly toSeal: ToSeal },
+    InvalidEventPayload
+  > => {
     const metadata = input.metadata ?? {}
     const payload: PayloadEvent[] = []
-    const toSeal = new Map<
-      string,
-      Array<{ readonly record: Record<string, unknown>; readonly key: string }>
-    >()
+    const toSeal: ToSeal = new Map()
     for (const event of input.events) {
       const type = event.eventType
       if (!EVENT_TYPE_NAME.test(type.type)) {
@@ -419,27 +447,52 @@ export const makeEventStore = Effect.gen(function* () {
         metadata
       })
     }
-    if (toSeal.size === 0) return Effect.succeed(payload)
-    return Effect.as(
-      Effect.forEach(
-        toSeal,
-        ([subject, fields]) =>
-          Effect.map(
-            keyring.sealAll(
-              subject,
-              fields.map((f) => f.record[f.key])
-            ),
-            (envelopes) => {
-              fields.forEach((f, i) => {
-                f.record[f.key] = envelopes[i]
-              })
-            }
-          ),
-        { discard: true }
-      ),
-      payload
-    )
+    return Effect.succeed({ payload, toSeal })
   }
+
+  /** Seals the collected fields in place, with one key statement per data subject. */
+  const sealLooked = (toSeal: ToSeal): Effect.Effect<void, SubjectForgotten | SqlError> =>
+    Effect.forEach(
+      toSeal,
+      ([subject, fields]) =>
+        Effect.map(
+          keyring.sealAll(
+            subject,
+            fields.map((f) => f.record[f.key])
+          ),
+          (envelopes) => {
+            fields.forEach((f, i) => {
+              f.record[f.key] = envelopes[i]
+            })
+          }
+        ),
+      { discard: true }
+    )
+
+  /** Seals the collected fields in place with no statement: the append's statement handles the keys. */
+  const sealInline = (toSeal: ToSeal): ReadonlyArray<InlineKey> => {
+    const keys: Array<InlineKey> = []
+    for (const [subject, fields] of toSeal) {
+      const sealed = keyring.sealInline(
+        subject,
+        fields.map((f) => f.record[f.key])
+      )
+      fields.forEach((f, i) => {
+        f.record[f.key] = sealed.envelopes[i]
+      })
+      keys.push(sealed.key)
+    }
+    return keys
+  }
+
+  /** `encodeEvents`, then every personal field sealed with its subject's key looked up (or created). */
+  const encode = (
+    input: AppendInput,
+    recordedAt: number
+  ): Effect.Effect<ReadonlyArray<PayloadEvent>, InvalidEventPayload | SubjectForgotten | SqlError> =>
+    Effect.flatMap(encodeEvents(input, recordedAt), ({ payload, toSeal }) =>
+      toSeal.size === 0 ? Effect.succeed(payload) : Effect.as(sealLooked(toSeal), payload)
+    )
 
   /** The checks of an append that need no database: stream id, at least one event, expected version. */
   const validateAppend = (input: AppendInput): Effect.Effect<void, InvalidStreamId | InvalidAppend> => {
@@ -461,30 +514,62 @@ export const makeEventStore = Effect.gen(function* () {
     )
   }
 
+  /**
+   * One statement: `append_events`, or `append_command` when the append also creates or checks data
+   * keys, takes projection locks or writes public events.
+   */
+  const appendStatement = (
+    input: AppendInput,
+    payload: ReadonlyArray<PayloadEvent>,
+    keys: ReadonlyArray<InlineKey>,
+    recordedAt: Date
+  ) => {
+    const publicRows = input.publicEvents?.({ eventIds: payload.map((p) => p.id), recordedAt }) ?? []
+    const locks = input.sharedLocks
+    const events = JSON.stringify(payload)
+    const expected = expectedParam(input.expectedVersion)
+    if (publicRows.length === 0 && (locks === undefined || locks.names.length === 0) && keys.length === 0) {
+      return sql<AppendRow>`
+        SELECT outcome, stream_version AS "streamVersion", first_position AS "firstPosition",
+               last_position AS "lastPosition", transaction_id AS "transactionId", positions
+          FROM event_store.append_events(${input.streamId}, ${input.streamType},
+            ${expected}, ${events}::jsonb, ${recordedAt})`
+    }
+    const created = keys.flatMap((k) =>
+      k.kind === "new" ? [{ subject: k.subject, wrapped: k.wrapped, kek: k.kekId }] : []
+    )
+    const live = keys.flatMap((k) => (k.kind === "live" ? [{ subject: k.subject, wrapped: k.wrapped }] : []))
+    return sql<AppendRow>`
+        SELECT outcome, stream_version AS "streamVersion", first_position AS "firstPosition",
+               last_position AS "lastPosition", transaction_id AS "transactionId", positions
+          FROM event_store.append_command(${input.streamId}, ${input.streamType}, ${expected},
+            ${events}::jsonb, ${recordedAt}, ${locks?.space ?? 0}::int4,
+            ${textArray(sql, locks?.names ?? [])}, ${publicEventsPayload(publicRows)}::jsonb,
+            ${JSON.stringify(created)}::jsonb, ${JSON.stringify(live)}::jsonb)`
+  }
+
   const appendOnce = (input: AppendInput): Effect.Effect<AppendResult, AppendError | SqlError> =>
     Effect.gen(function* () {
       yield* validateAppend(input)
       const now = yield* Clock.currentTimeMillis
       const recordedAt = new Date(now)
-      const payload = yield* encode(input, now)
-      const rows = yield* sql<AppendRow>`
-        SELECT outcome, stream_version AS "streamVersion", first_position AS "firstPosition",
-               last_position AS "lastPosition", transaction_id AS "transactionId", positions
-          FROM event_store.append_events(${input.streamId}, ${input.streamType},
-            ${expectedParam(input.expectedVersion)}, ${JSON.stringify(payload)}::jsonb, ${recordedAt})`.pipe(
-        Effect.catchTag(
-          "SqlError",
-          (error): Effect.Effect<never, DuplicateEvent | SqlError> =>
-            isUniqueViolation(error, "events_event_id_uq")
-              ? Effect.fail(
-                  new DuplicateEvent({
-                    streamId: input.streamId,
-                    detail: String((error.cause as Error).message)
-                  })
-                )
-              : Effect.fail(error)
-        )
+      // Personal fields are sealed with no statement of their own: the append's statement creates
+      // the new subjects' keys and checks the held ones. When it finds them stale (a subject this
+      // process knew no key of already has one, or a held key was forgotten), it wrote nothing: seal
+      // again with the keys looked up, and append once more.
+      const encoded = yield* encodeEvents(input, now)
+      const keys = sealInline(encoded.toSeal)
+      let payload = encoded.payload
+      let rows = yield* appendStatement(input, payload, keys, recordedAt).pipe(
+        Effect.catchTag("SqlError", (error) => appendSqlError(input, error))
       )
+      if (rows[0]?.outcome === "subject_keys_stale") {
+        for (const key of keys) keyring.dropCached(key.subject)
+        payload = yield* encode(input, now)
+        rows = yield* appendStatement(input, payload, [], recordedAt).pipe(
+          Effect.catchTag("SqlError", (error) => appendSqlError(input, error))
+        )
+      }
       const row = rows[0]
       if (!row) return yield* Effect.dieMessage("append_events returned no row")
       if (row.outcome === "wrong_expected_version") {
@@ -496,6 +581,7 @@ export const makeEventStore = Effect.gen(function* () {
       }
       if (row.outcome === "ordering_conflict")
         return yield* new StreamOrderingConflict({ streamId: input.streamId })
+      if (row.outcome !== "ok") return yield* Effect.dieMessage(`append returned ${row.outcome}`)
       return {
         streamId: input.streamId,
         version: row.streamVersion ?? 0,
@@ -605,12 +691,13 @@ export const makeEventStore = Effect.gen(function* () {
 
   /**
    * Inside a caller's transaction an append joins it (the transaction's owner retries ordering
-   * conflicts; local processors are woken after its commit, see db/Transaction). On its own it is one statement, atomic by itself: one round trip, no
-   * BEGIN/COMMIT, retried on ordering conflicts, local processors woken after. With personal data,
-   * the subject's key is looked up (or created) by one statement before it. No transaction is needed
-   * around the two: a key whose append then fails is simply reused by the next append for that
-   * subject, and an erasure that commits in between leaves data under a destroyed key — unreadable,
-   * i.e. already shredded.
+   * conflicts; local processors are woken after its commit, see db/Transaction). On its own it is
+   * one statement, atomic by itself: one round trip, no BEGIN/COMMIT, retried on ordering conflicts,
+   * local processors woken after. A single append creates or checks its subjects' keys in that
+   * statement; when it finds them stale, or in `appendMany`, the keys are looked up (or created) by
+   * a statement each before it. No transaction is needed around those: a key whose append then fails
+   * is simply reused by the next append for that subject, and an erasure that commits in between
+   * leaves data under a destroyed key — unreadable, i.e. already shredded.
    */
   const joinOrStandalone = <A>(once: Effect.Effect<A, AppendError | SqlError>) =>
     Effect.flatMap(inTransaction, (joined) =>

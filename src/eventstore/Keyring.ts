@@ -4,11 +4,12 @@
  * encrypted under the subject key; forgetting the subject destroys the key, so the ciphertext that
  * stays in the append-only log becomes unreadable and reads back as `Shredded`.
  */
-import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from "node:crypto"
+import { createCipheriv, createDecipheriv, createHash, hkdfSync } from "node:crypto"
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Context, Data, Effect, Layer, Option } from "effect"
 import { localSecret } from "../base/LocalSecret.js"
+import { randomBytesPooled } from "../base/Random.js"
 import { AppConfig } from "../config.js"
 import { type Shredded, shredded } from "./EventType.js"
 import { SubjectForgotten } from "./errors.js"
@@ -24,7 +25,7 @@ const IV_BYTES = 12
 const TAG_BYTES = 16
 
 const seal = (key: Buffer, plaintext: Buffer, aad: string): Buffer => {
-  const iv = randomBytes(IV_BYTES)
+  const iv = randomBytesPooled(IV_BYTES)
   const cipher = createCipheriv("aes-256-gcm", key, iv)
   cipher.setAAD(Buffer.from(aad, "utf8"))
   const body = Buffer.concat([cipher.update(plaintext), cipher.final()])
@@ -91,12 +92,34 @@ export const isEnvelope = (value: unknown): value is Envelope =>
   typeof (value as { $pii?: unknown }).$pii === "string" &&
   typeof (value as { v?: unknown }).v === "string"
 
+/**
+ * How an append that seals with `sealInline` treats the subject's key in its own statement: `live`,
+ * a key this process holds, which the statement checks is still the subject's key (`wrapped`, base64,
+ * equal to the row's: not forgotten, not a key whose transaction rolled back); `new`, a
+ * key drawn for a subject this process knows no key of, which the statement inserts — and refuses
+ * the append, writing nothing else, when the subject already had one (then the caller seals again
+ * with `sealAll`).
+ */
+export type InlineKey =
+  | { readonly subject: string; readonly kind: "live"; readonly wrapped: string }
+  | { readonly subject: string; readonly kind: "new"; readonly wrapped: string; readonly kekId: string }
+
 export interface KeyringShape {
   /** Encrypts JSON values for one subject with a single key lookup, creating its key on first use. */
   readonly sealAll: (
     subject: string,
     values: ReadonlyArray<unknown>
   ) => Effect.Effect<ReadonlyArray<Envelope>, SubjectForgotten | SqlError>
+  /**
+   * Encrypts JSON values for one subject with no statement: the caller's append creates or checks the
+   * key in its own statement (`InlineKey`).
+   */
+  readonly sealInline: (
+    subject: string,
+    values: ReadonlyArray<unknown>
+  ) => { readonly envelopes: ReadonlyArray<Envelope>; readonly key: InlineKey }
+  /** Drops the key this process holds for writing a subject's data (an append found it stale). */
+  readonly dropCached: (subject: string) => void
   /** Decrypts envelopes; a forgotten subject's envelope becomes `Shredded`. */
   readonly open: (
     envelopes: ReadonlyArray<Envelope>
@@ -133,6 +156,16 @@ export const makeKeyring = (master: MasterKey) =>
       if (cache.size >= CACHE_MAX) cache.clear()
       cache.set(subject, { dek, at })
     }
+    /**
+     * Keys for `sealInline`, with the wrapped form the append's statement compares to the row: a key
+     * held here may belong to a transaction that rolled back (or to a subject since forgotten), so it
+     * is only ever used under that check. Separate from `cache`, which decrypts without a check.
+     */
+    const forWriting = new Map<string, { readonly dek: Buffer; readonly wrapped: Buffer }>()
+    const holdForWriting = (subject: string, dek: Buffer, wrapped: Buffer) => {
+      if (forWriting.size >= CACHE_MAX) forWriting.clear()
+      forWriting.set(subject, { dek, wrapped })
+    }
     const unwrap = (subject: string, wrapped: Buffer) => open(master.key, wrapped, `dek:${subject}`)
     const bytesKey = Buffer.from(
       hkdfSync("sha256", master.key, Buffer.alloc(0), "commerce-platform/sealed-bytes", 32)
@@ -143,24 +176,36 @@ export const makeKeyring = (master: MasterKey) =>
                   FROM event_store.subject_keys WHERE subject_id = ANY(${subjects})`
 
     // Encryption always checks the key row in the current transaction, so personal data is never
-    // written for a subject another process has just forgotten.
+    // written for a subject another process has just forgotten. One statement either way: it creates
+    // the key (a fresh subject) or, when a row exists, inserts nothing and returns the row's key (a
+    // data-modifying CTE's rows are invisible to the rest of its statement, so exactly one branch
+    // answers). A new key is drawn and wrapped on every call for that (microseconds).
     const keyForWriting = (subject: string) =>
       Effect.gen(function* () {
-        const [row] = yield* loadKeys([subject])
-        if (row) {
-          if (!row.wrappedDek) return yield* new SubjectForgotten({ subjectId: subject })
-          return unwrap(subject, row.wrappedDek)
-        }
-        const dek = randomBytes(32)
+        const dek = randomBytesPooled(32)
+        const wrapped = seal(master.key, dek, `dek:${subject}`)
         const now = new Date(yield* Clock.currentTimeMillis)
-        const inserted = yield* sql<{ ok: number }>`
-          INSERT INTO event_store.subject_keys (subject_id, wrapped_dek, kek_id, created_at)
-          VALUES (${subject}, ${seal(master.key, dek, `dek:${subject}`)}, ${master.id}, ${now})
-          ON CONFLICT (subject_id) DO NOTHING RETURNING 1 AS ok`
-        if (inserted.length > 0) return dek
-        const [winner] = yield* loadKeys([subject])
-        if (!winner?.wrappedDek) return yield* new SubjectForgotten({ subjectId: subject })
-        return unwrap(subject, winner.wrappedDek)
+        const rows = yield* sql<{ readonly wrappedDek: Buffer | null; readonly created: boolean }>`
+          WITH created AS (
+            INSERT INTO event_store.subject_keys (subject_id, wrapped_dek, kek_id, created_at)
+            VALUES (${subject}, ${wrapped}, ${master.id}, ${now})
+            ON CONFLICT (subject_id) DO NOTHING RETURNING 1
+          )
+          SELECT NULL::bytea AS "wrappedDek", true AS created FROM created
+          UNION ALL
+          SELECT wrapped_dek, false FROM event_store.subject_keys WHERE subject_id = ${subject}`
+        const row = rows[0]
+        if (row?.created) {
+          holdForWriting(subject, dek, wrapped)
+          return dek
+        }
+        // No row at all: another transaction created the key after this statement's snapshot was
+        // taken (the insert waited for it and found the conflict): read what it committed.
+        const found = row ?? (yield* loadKeys([subject]))[0]
+        if (!found?.wrappedDek) return yield* new SubjectForgotten({ subjectId: subject })
+        const existing = unwrap(subject, found.wrappedDek)
+        holdForWriting(subject, existing, found.wrappedDek)
+        return existing
       })
 
     const envelope = (dek: Buffer, subject: string, value: unknown): Envelope => ({
@@ -171,6 +216,25 @@ export const makeKeyring = (master: MasterKey) =>
     const keyring: KeyringShape = {
       sealAll: (subject, values) =>
         Effect.map(keyForWriting(subject), (dek) => values.map((value) => envelope(dek, subject, value))),
+      sealInline: (subject, values) => {
+        // A key held for writing (the append checks it is still the subject's key) or a new one,
+        // held from now on: if its transaction rolls back, the next append's check finds it stale.
+        const held = forWriting.get(subject)
+        if (held) {
+          return {
+            envelopes: values.map((value) => envelope(held.dek, subject, value)),
+            key: { subject, kind: "live", wrapped: held.wrapped.toString("base64") }
+          }
+        }
+        const dek = randomBytesPooled(32)
+        const wrapped = seal(master.key, dek, `dek:${subject}`)
+        holdForWriting(subject, dek, wrapped)
+        return {
+          envelopes: values.map((value) => envelope(dek, subject, value)),
+          key: { subject, kind: "new", wrapped: wrapped.toString("base64"), kekId: master.id }
+        }
+      },
+      dropCached: (subject) => void forWriting.delete(subject),
       open: (envelopes) =>
         Effect.gen(function* () {
           if (envelopes.length === 0) return []
@@ -182,8 +246,11 @@ export const makeKeyring = (master: MasterKey) =>
           }
           if (wanted.size > 0) {
             const rows = yield* loadKeys([...wanted])
-            for (const row of rows)
-              remember(row.subjectId, row.wrappedDek ? unwrap(row.subjectId, row.wrappedDek) : null, now)
+            for (const row of rows) {
+              const dek = row.wrappedDek ? unwrap(row.subjectId, row.wrappedDek) : null
+              remember(row.subjectId, dek, now)
+              if (dek && row.wrappedDek) holdForWriting(row.subjectId, dek, row.wrappedDek)
+            }
             // A subject without a key row never had personal data written: treat as forgotten.
             for (const s of wanted) if (!rows.some((r) => r.subjectId === s)) remember(s, null, now)
           }
@@ -216,6 +283,7 @@ export const makeKeyring = (master: MasterKey) =>
             ) -- (a data-modifying WITH always runs to completion, read or not)
             SELECT coalesce((SELECT had_key FROM previous), false) AS existed`
           remember(subject, null, now.getTime())
+          forWriting.delete(subject)
           return rows[0]?.existed ?? false
         }),
       isForgotten: (subject) =>

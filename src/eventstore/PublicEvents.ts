@@ -28,6 +28,21 @@ export interface PublicEvent extends Omit<PublicEventRow, "subjectId"> {
   readonly subjectId: string | null
 }
 
+/** Rows as the jsonb array `insertPublicEvents` and `event_store.append_command` insert. */
+export const publicEventsPayload = (rows: ReadonlyArray<PublicEventRow>): string =>
+  JSON.stringify(
+    rows.map((r) => ({
+      id: r.id,
+      type: r.type,
+      // JSON null rather than a missing key, so an absent snapshot is still valid jsonb.
+      data: r.data === undefined ? null : r.data,
+      occurred_at: r.occurredAt.toISOString(),
+      source_event_id: r.sourceEventId,
+      stream_id: r.streamId,
+      subject_id: r.subjectId ?? null
+    }))
+  )
+
 /**
  * Inserts rows in one statement, in order (positions follow the array). Run it inside the command's
  * transaction so the snapshots commit with their domain events.
@@ -38,24 +53,12 @@ export const insertPublicEvents = (
   Effect.gen(function* () {
     if (rows.length === 0) return
     const sql = yield* SqlClient.SqlClient
-    const payload = JSON.stringify(
-      rows.map((r) => ({
-        id: r.id,
-        type: r.type,
-        // JSON null rather than a missing key, so an absent snapshot is still valid jsonb.
-        data: r.data === undefined ? null : r.data,
-        occurred_at: r.occurredAt.toISOString(),
-        source_event_id: r.sourceEventId,
-        stream_id: r.streamId,
-        subject_id: r.subjectId ?? null
-      }))
-    )
     yield* sql`
       INSERT INTO event_store.public_events
         (id, type, data, occurred_at, source_event_id, stream_id, subject_id)
       SELECT r.value->>'id', r.value->>'type', r.value->'data', (r.value->>'occurred_at')::timestamptz,
              (r.value->>'source_event_id')::uuid, r.value->>'stream_id', r.value->>'subject_id'
-        FROM jsonb_array_elements(${payload}::jsonb) WITH ORDINALITY AS r(value, ord)
+        FROM jsonb_array_elements(${publicEventsPayload(rows)}::jsonb) WITH ORDINALITY AS r(value, ord)
        ORDER BY r.ord`
   })
 

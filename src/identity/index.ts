@@ -14,6 +14,7 @@ import type { UserDecider } from "./decider.js"
 import type { UserEvent } from "./events.js"
 
 export * from "./events.js"
+export { USERS as USERS_TABLE } from "./projection.js"
 export { actorEmail, userEmailHolders } from "./queries.js"
 
 export type UserCommandError = CommandError<Effect.Effect.Error<ReturnType<typeof UserDecider.decide>>>

@@ -21,10 +21,16 @@ import {
 import type { DomainEvent } from "../eventstore/EventType.js"
 import type { AppendError, EventDecodeError } from "../eventstore/errors.js"
 import { insertPublicEvents, type PublicEventRow } from "../eventstore/PublicEvents.js"
-import type { Decider, Recorded } from "./Decider.js"
+import type { Decider, Pending, Recorded } from "./Decider.js"
 import { derivedUuid, fromUuid } from "./Ids.js"
 import { type KeyedMailbox, makeKeyedMailbox } from "./KeyedMailbox.js"
-import { decodeStoredBatch, liveTarget, PROJECTION_LOCK_CLASS, Projections } from "./Projection.js"
+import {
+  decodeStoredBatch,
+  liveTarget,
+  PROJECTION_LOCK_CLASS,
+  type Projection,
+  Projections
+} from "./Projection.js"
 
 export interface ExecuteOptions {
   readonly metadata?: EventMetadata
@@ -40,6 +46,12 @@ export interface ExecuteOptions {
    * owns its transaction: joined to a caller's, a conflict fails it and the caller's owner retries.
    */
   readonly maxAttempts?: number
+  /**
+   * The stream id was just minted by the caller (a fresh UUIDv7 id): no stream can exist under it,
+   * so the load is skipped (the initial state, version 0) and the append's expected version 0 still
+   * refuses the stream if it did exist (`WrongExpectedVersion`, never a silent overwrite).
+   */
+  readonly newStream?: boolean
 }
 
 export interface CommandResult<S, E extends DomainEvent> {
@@ -280,11 +292,11 @@ export const makeCommandRunner = Effect.gen(function* () {
       recordedAt: appended.recordedAt
     }))
 
-  /** Folds recorded events onto the loaded state, collecting the public events they publish. */
+  /** Folds events onto the loaded state, collecting the public events they publish. */
   const evolveRecorded = <C, E extends DomainEvent, S, Err>(
     decider: Decider<C, E, S, Err>,
     state: S,
-    recorded: ReadonlyArray<Recorded<E>>,
+    recorded: ReadonlyArray<Pending<E>>,
     publicRows: Array<PublicEventRow>
   ): S => {
     for (const event of recorded) {
@@ -305,23 +317,39 @@ export const makeCommandRunner = Effect.gen(function* () {
     return state
   }
 
-  /** Inline projections and public events of just-appended events, in the append's transaction. */
-  const project = (recorded: ReadonlyArray<Recorded>, publicRows: ReadonlyArray<PublicEventRow>) =>
+  /** The inline projections some of `types` feed. */
+  const projectionsOf = (types: ReadonlyArray<string>) =>
+    projections.filter((projection) => types.some((type) => projection.eventTypes.has(type)))
+
+  /**
+   * Inline projections and public events of just-appended events, in the append's transaction.
+   * `locked`: projections whose shared lock the append's statement already took; `publicWritten`:
+   * the append's statement already inserted the public events.
+   */
+  const project = (
+    recorded: ReadonlyArray<Recorded>,
+    publicRows: ReadonlyArray<PublicEventRow>,
+    done: { readonly locked?: ReadonlyArray<Projection>; readonly publicWritten?: boolean } = {}
+  ) =>
     Effect.gen(function* () {
       for (const projection of projections) {
         const relevant = recorded.filter((e) => projection.eventTypes.has(e.type))
         if (relevant.length === 0) continue
-        yield* sql`SELECT pg_advisory_xact_lock_shared(${PROJECTION_LOCK_CLASS}, hashtext(${projection.name}))`
+        if (!done.locked?.includes(projection))
+          yield* sql`SELECT pg_advisory_xact_lock_shared(${PROJECTION_LOCK_CLASS}, hashtext(${projection.name}))`
         yield* projection.apply(relevant, liveTarget).pipe(Effect.provideService(SqlClient.SqlClient, sql))
       }
-      if (publicRows.length > 0) {
+      if (publicRows.length > 0 && done.publicWritten !== true) {
         yield* insertPublicEvents(publicRows).pipe(Effect.provideService(SqlClient.SqlClient, sql))
       }
     })
 
   /**
    * Load, decide, append and project, in the current transaction (the caller's or the one `execute`
-   * opened). The append registers the wake-up and this the snapshot, both for after the commit.
+   * opened). The append's own statement takes the projections' shared locks and writes the public
+   * events (derived from the events as they will be recorded), so a command costs the append and
+   * the projections' writes. The append registers the wake-up and this the snapshot, both for after
+   * the commit.
    */
   const attempt = <C, E extends DomainEvent, S, Err>(
     decider: Decider<C, E, S, Err>,
@@ -330,22 +358,44 @@ export const makeCommandRunner = Effect.gen(function* () {
     options: ExecuteOptions
   ) =>
     Effect.gen(function* () {
-      const loaded = yield* load(decider, streamId)
+      const loaded = options.newStream
+        ? { state: decider.initialState, version: 0, snapshotVersion: 0 }
+        : yield* load(decider, streamId)
       const decided = yield* decider.decide(command, loaded.state)
       if (decided.length === 0) return { state: loaded.state, version: loaded.version, events: [] }
       const newEvents = toNewEvents(decider, decided, options.eventIds)
       const metadata = options.metadata ?? {}
+      const locked = projectionsOf(decided.map((e) => e.type))
+      // Set by the append (once per statement attempt): the state after the events and their public events.
+      let evolved: { readonly state: S; readonly publicRows: ReadonlyArray<PublicEventRow> } | undefined
       const appended = yield* store.append({
         streamId,
         streamType: decider.streamType,
         expectedVersion: loaded.version,
         events: newEvents,
-        metadata
+        metadata,
+        sharedLocks: { space: PROJECTION_LOCK_CLASS, names: locked.map((p) => p.name) },
+        publicEvents: ({ eventIds, recordedAt }) => {
+          const pending = decided.map(
+            (event, i): Pending<E> => ({
+              ...event,
+              streamId,
+              streamVersion: loaded.version + i + 1,
+              eventId: eventIds[i] ?? "",
+              schemaVersion: newEvents[i]?.eventType.version ?? 1,
+              metadata,
+              recordedAt
+            })
+          )
+          const publicRows: Array<PublicEventRow> = []
+          evolved = { state: evolveRecorded(decider, loaded.state, pending, publicRows), publicRows }
+          return publicRows
+        }
       })
       const recorded = recordedOf(decided, newEvents, appended, loaded.version, metadata)
       const publicRows: Array<PublicEventRow> = []
-      const state = evolveRecorded(decider, loaded.state, recorded, publicRows)
-      yield* project(recorded, publicRows)
+      const state = evolved?.state ?? evolveRecorded(decider, loaded.state, recorded, publicRows)
+      yield* project(recorded, publicRows, { locked, publicWritten: evolved !== undefined })
       if (decider.snapshot && appended.version - loaded.snapshotVersion >= decider.snapshot.every) {
         yield* saveSnapshot(streamId, decider.snapshot, state, appended.version)
       }

@@ -9,6 +9,16 @@ import { type AnyEventType, type DomainEvent, type EventOf, EventTypes } from ".
 /** A domain event together with where and when it was recorded. */
 export type Recorded<E extends DomainEvent = DomainEvent> = Omit<StoredEvent, "type" | "data"> & E
 
+/**
+ * A domain event as it is about to be recorded: id, stream version and time fixed, not yet its place
+ * in the global feed. What public events are derived from, so they are written by the append itself.
+ */
+export type Pending<E extends DomainEvent = DomainEvent> = Omit<
+  StoredEvent,
+  "type" | "data" | "globalPosition" | "transactionId"
+> &
+  E
+
 /** A public event (spec §6) derived from a domain event: its snapshot is the state as of the event. */
 export interface PublicEventDraft {
   readonly type: string
@@ -45,7 +55,7 @@ export interface Decider<C, E extends DomainEvent, S, Err> {
   readonly evolve: (state: S, event: E) => S
   readonly decide: (command: C, state: S) => Effect.Effect<ReadonlyArray<E>, Err>
   readonly snapshot: SnapshotPolicy<S> | undefined
-  readonly publicEvents: ((event: Recorded<E>, stateAfter: S) => ReadonlyArray<PublicEventDraft>) | undefined
+  readonly publicEvents: ((event: Pending<E>, stateAfter: S) => ReadonlyArray<PublicEventDraft>) | undefined
   /** Narrows a decoded event to this aggregate's event union. */
   readonly isEvent: (event: DomainEvent) => event is E
 }
@@ -61,7 +71,7 @@ export const defineDecider = <const Types extends ReadonlyArray<AnyEventType>, C
   readonly decide: (command: C, state: S) => Effect.Effect<ReadonlyArray<EventOf<Types[number]>>, Err>
   readonly snapshot?: SnapshotPolicy<S>
   readonly publicEvents?: (
-    event: Recorded<EventOf<Types[number]>>,
+    event: Pending<EventOf<Types[number]>>,
     stateAfter: S
   ) => ReadonlyArray<PublicEventDraft>
 }): Decider<C, EventOf<Types[number]>, S, Err> => {

@@ -9,7 +9,7 @@ import { Effect, Option, Schema, TestClock, TestContext } from "effect"
 import { expect } from "vitest"
 import { AppConfig } from "../../src/config.js"
 import * as Checkpoint from "../../src/eventstore/Checkpoint.js"
-import { EventStore, type StoredEvent } from "../../src/eventstore/EventStore.js"
+import { EventStore, makeEventStore, type StoredEvent } from "../../src/eventstore/EventStore.js"
 import {
   type AnyEventType,
   decodeEventData,
@@ -20,8 +20,15 @@ import {
   personalKeys,
   revealOr
 } from "../../src/eventstore/EventType.js"
-import { type Envelope, isEnvelope, loadMasterKey, makeKeyring } from "../../src/eventstore/Keyring.js"
+import {
+  type Envelope,
+  isEnvelope,
+  Keyring,
+  loadMasterKey,
+  makeKeyring
+} from "../../src/eventstore/Keyring.js"
 import { TestPersistence } from "../support/database.js"
+import { countStatements } from "../support/statements.js"
 
 const Address = Schema.Struct({ line1: Schema.String, city: Schema.String, country: Schema.String })
 
@@ -113,6 +120,12 @@ const keyRow = (subject: string) =>
         shredded_at AS "shreddedAt", kek_id AS "kekId" FROM event_store.subject_keys WHERE subject_id = ${subject}`,
       (rows) => Option.fromNullable(rows[0])
     )
+  )
+
+const keyRows = (subject: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql`SELECT subject_id FROM event_store.subject_keys WHERE subject_id = ${subject}`
   )
 
 const decodeAll = (events: ReadonlyArray<StoredEvent>) =>
@@ -400,6 +413,52 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })(
         // Writing through the other keyring is refused at once: writes always check the key row.
         expect((yield* Effect.flip(other.sealAll(c.id, ["x"])))._tag).toBe("SubjectForgotten")
       }).pipe(Effect.provide(TestContext.TestContext))
+    )
+
+    it.effect(
+      "an append seals with no key statement of its own; a key this process does not hold, or holds stale, is looked up",
+      () =>
+        Effect.gen(function* () {
+          const store = yield* EventStore
+          const sql = yield* SqlClient.SqlClient
+          const c = newCustomer()
+          // A new subject: its key is created by the append's own statement.
+          expect((yield* countStatements(register(c))).statements).toBe(1)
+          const changeEmail = (s: typeof store, email: string, expectedVersion: number) =>
+            s.append({
+              streamId: c.stream,
+              streamType: "customer",
+              expectedVersion,
+              events: [{ eventType: EmailChanged, data: { customerId: c.id, email, verified: false } }]
+            })
+          // Another process (its own keyring) knows no key of the subject: its append finds the
+          // subject's key row, writes nothing, reads the key, seals again and appends.
+          const other = yield* makeEventStore.pipe(
+            Effect.provideService(Keyring, yield* makeKeyring(yield* masterKeyFromConfig))
+          )
+          expect((yield* countStatements(changeEmail(other, "b@example.com", 2))).statements).toBe(3)
+          // From then on it holds the key: one statement again.
+          expect((yield* countStatements(changeEmail(other, "c@example.com", 3))).statements).toBe(1)
+          expect((yield* keyRows(c.id)).length).toBe(1)
+          const read = yield* store.readStream(c.stream)
+          expect(read.map((e) => (e.data as { email?: unknown }).email)).toEqual([
+            c.email,
+            undefined,
+            "b@example.com",
+            "c@example.com"
+          ])
+          // A key held for writing whose transaction rolled back is not the subject's key: not used.
+          const d = newCustomer()
+          yield* Effect.flip(sql.withTransaction(Effect.zipRight(register(d), Effect.fail("roll back"))))
+          expect((yield* keyRows(d.id)).length).toBe(0)
+          yield* register(d)
+          const [registered] = yield* store.readStream(d.stream)
+          expect((registered?.data as { email?: unknown } | undefined)?.email).toBe(d.email)
+          // A held key whose subject another process forgot: the append is refused, nothing written.
+          expect(yield* (yield* makeKeyring(yield* masterKeyFromConfig)).forget(c.id)).toBe(true)
+          expect((yield* Effect.flip(changeEmail(other, "d@example.com", 4)))._tag).toBe("SubjectForgotten")
+          expect((yield* rawRows(c.stream)).length).toBe(4)
+        })
     )
   }
 )

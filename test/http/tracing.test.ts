@@ -121,7 +121,7 @@ layer(Server, { excludeTestServices: true, timeout: 60_000 })("tracing and logs"
       const sqlUnderAppend = spans.filter((s) => s.name === "sql.execute" && descends(spans, s, append))
       expect(sqlUnderAppend.length).toBeGreaterThanOrEqual(1)
       const statements = sqlUnderAppend.map((s) => String(s.attributes["db.query.text"] ?? ""))
-      expect(statements.some((q) => q.includes("event_store.append_events"))).toBe(true)
+      expect(statements.some((q) => /event_store\.append_(events|command)\(/.test(q))).toBe(true)
       const sqlUnderCommand = spans.filter((s) => s.name === "sql.execute" && descends(spans, s, command))
       expect(sqlUnderCommand.length).toBeGreaterThan(sqlUnderAppend.length)
       for (const s of [command, append, ...sqlUnderCommand]) expect(s.spanContext().traceId).toBe(traceId)

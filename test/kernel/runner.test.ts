@@ -4,8 +4,13 @@ import { Effect, Layer } from "effect"
 import { expect } from "vitest"
 import { EventStore } from "../../src/eventstore/EventStore.js"
 import { isShredded } from "../../src/eventstore/EventType.js"
-import { CommandRunner, CommandRunnerLive, makeCommandRunner } from "../../src/kernel/CommandRunner.js"
-import { defineProjection, ProjectionsLive } from "../../src/kernel/Projection.js"
+import {
+  CommandRunner,
+  CommandRunnerLive,
+  makeCommandRunner,
+  publicEventId
+} from "../../src/kernel/CommandRunner.js"
+import { defineProjection, PROJECTION_LOCK_CLASS, ProjectionsLive } from "../../src/kernel/Projection.js"
 import { TestPersistence, usingRealPostgres } from "../support/database.js"
 import {
   ACCOUNTS_TABLE,
@@ -16,6 +21,7 @@ import {
   openAccount,
   SnapshottingAccountDecider
 } from "../support/sample.js"
+import { countStatements } from "../support/statements.js"
 
 /** A projection that refuses one magic amount, to prove the append rolls back with it. */
 const Tripwire = defineProjection({
@@ -325,5 +331,77 @@ layer(TestLayer, { excludeTestServices: true, timeout: 120_000 })("command runne
       expect((yield* store.streamInfo("account-m6"))._tag).toBe("None")
       expect(yield* readAccount("m4")).toMatchObject({ balance: 5, version: 2 })
     })
+  )
+
+  it.effect(
+    "a command's projection lock and public events ride on the append's statement: append + read-model writes only",
+    () =>
+      Effect.gen(function* () {
+        const runner = yield* CommandRunner
+        const sql = yield* SqlClient.SqlClient
+        // A new subject with personal data: the append (its key, the lock, the public event), the projection's INSERT.
+        const { result: opened, statements } = yield* countStatements(
+          sql.withTransaction(
+            runner.execute(AccountDecider, "account-p1", openAccount("p1", "Ida"), { newStream: true })
+          )
+        )
+        expect(statements).toBe(2)
+        expect(yield* readAccount("p1")).toMatchObject({ owner: "Ida", version: 1 })
+        // The public event is the one the runner reported, derived from the recorded event.
+        const event = opened.events[0]
+        const pub = yield* sql<{ id: string; sourceEventId: string; occurredAt: Date; data: unknown }>`
+          SELECT id, source_event_id::text AS "sourceEventId", occurred_at AS "occurredAt", data
+            FROM event_store.public_events WHERE stream_id = 'account-p1'`
+        expect(pub).toHaveLength(1)
+        expect(pub[0]?.id).toBe(publicEventId(event?.eventId ?? "", 0))
+        expect(pub[0]?.sourceEventId).toBe(event?.eventId)
+        expect(pub[0]?.occurredAt.getTime()).toBe(event?.recordedAt.getTime())
+        expect(pub[0]?.data).toEqual({ id: "p1", owner: "Ida", balance: 0, status: "open" })
+        expect(opened.state).toMatchObject({ accountId: "p1", owner: "Ida", status: "open" })
+        // Two projections (accounts, tripwire) locked by one append: the load, the append, their writes.
+        const deposit = yield* sql.withTransaction(
+          runner.execute(AccountDecider, "account-p1", { _tag: "Deposit", accountId: "p1", amount: 5 })
+        )
+        expect(deposit.state).toMatchObject({ balance: 5 })
+        expect(yield* readAccount("p1")).toMatchObject({ balance: 5, version: 2 })
+      })
+  )
+
+  it.effect("the append's statement holds the projections' shared locks until the transaction ends", () =>
+    Effect.gen(function* () {
+      const runner = yield* CommandRunner
+      const sql = yield* SqlClient.SqlClient
+      const held = yield* sql.withTransaction(
+        Effect.zipRight(
+          runner.execute(AccountDecider, "account-p2", openAccount("p2", "Jo"), { newStream: true }),
+          sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_locks
+            WHERE locktype = 'advisory' AND mode = 'ShareLock' AND pid = pg_backend_pid()
+              AND classid = ${PROJECTION_LOCK_CLASS}
+              AND objid = hashtext(${AccountsProjection.name})::oid`
+        )
+      )
+      expect(held[0]?.n).toBe(1)
+    })
+  )
+
+  it.effect(
+    "a refused append writes no public event; newStream on an existing stream is refused, not overwritten",
+    () =>
+      Effect.gen(function* () {
+        const runner = yield* CommandRunner
+        const sql = yield* SqlClient.SqlClient
+        yield* runner.execute(AccountDecider, "account-p3", openAccount("p3", "Kim"))
+        const error = yield* Effect.flip(
+          runner.execute(AccountDecider, "account-p3", openAccount("p3", "Lea"), {
+            newStream: true,
+            maxAttempts: 1
+          })
+        )
+        expect(error._tag).toBe("WrongExpectedVersion")
+        const pub = yield* sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM event_store.public_events WHERE stream_id = 'account-p3'`
+        expect(pub[0]?.n).toBe(1)
+        expect(yield* readAccount("p3")).toMatchObject({ owner: "Kim", version: 1 })
+      })
   )
 })
