@@ -17,7 +17,7 @@ import {
   HttpServerRequest,
   HttpServerResponse
 } from "@effect/platform"
-import { Cause, Effect, Option } from "effect"
+import { Cause, Context, Effect, FiberRef, HashMap, LogLevel, Option, Tracer } from "effect"
 import { CurrentRequestId } from "../base/RequestId.js"
 import { unreachableInCause, unreachableReason } from "../db/Reachability.js"
 import {
@@ -40,7 +40,20 @@ export const RAW_BODY_PATHS: ReadonlySet<string> = new Set(["/rpc"])
 /** Requests that can carry a body we must check. */
 const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
-export const newRequestId = (): string => `req_${randomBytes(12).toString("base64url")}`
+const ID_BYTES = 12
+/** Random bytes for 512 ids at a time: one call into the CSPRNG per 512 requests, not per request. */
+let idPool = Buffer.alloc(0)
+let idOffset = 0
+
+export const newRequestId = (): string => {
+  if (idOffset + ID_BYTES > idPool.length) {
+    idPool = randomBytes(ID_BYTES * 512)
+    idOffset = 0
+  }
+  const id = idPool.toString("base64url", idOffset, idOffset + ID_BYTES)
+  idOffset += ID_BYTES
+  return `req_${id}`
+}
 
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
@@ -93,7 +106,6 @@ export const routePath = (url: string) => {
  */
 const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
   Effect.gen(function* () {
-    if (!BODY_METHODS.has(request.method)) return Option.none<HttpServerResponse.HttpServerResponse>()
     const length = request.headers["content-length"]
     const chunked = /chunked/i.test(request.headers["transfer-encoding"] ?? "")
     if (length !== undefined && !/^\d+$/.test(length)) {
@@ -498,59 +510,91 @@ export const apiMiddleware = (
       seconds: number
     }) => Effect.Effect<void>
   } = {}
-) =>
-  HttpMiddleware.make(<E, R>(app: HttpApp.Default<E, R>) =>
-    Effect.gen(function* () {
-      const request = yield* HttpServerRequest.HttpServerRequest
+) => {
+  const { allow, onResponse } = options
+  const accessLog = options.accessLog !== false
+  return HttpMiddleware.make(<E, R>(app: HttpApp.Default<E, R>) =>
+    Effect.withFiberRuntime<
+      HttpServerResponse.HttpServerResponse,
+      E,
+      R | HttpServerRequest.HttpServerRequest
+    >((fiber) => {
+      const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
       const requestId = newRequestId()
       const started = performance.now()
-      const span = yield* Effect.option(Effect.currentSpan)
-      const annotations: Record<string, string> = { requestId }
-      if (Option.isSome(span)) {
-        annotations.traceId = span.value.traceId
-        annotations.spanId = span.value.spanId
+      // The server runs each request in a fiber of its own and this middleware is outermost: the
+      // request id, the log annotations and the pre-response handler are set on that fiber for good
+      // (`Effect.locally`, `annotateLogs` and `withPreResponseHandler` would each save and restore
+      // them around the request, which nothing after it needs).
+      let annotations = HashMap.set(fiber.getFiberRef(FiberRef.currentLogAnnotations), "requestId", requestId)
+      const span = Context.getOption(fiber.currentContext, Tracer.ParentSpan)
+      if (Option.isSome(span) && span.value._tag === "Span") {
+        annotations = HashMap.set(
+          HashMap.set(annotations, "traceId", span.value.traceId),
+          "spanId",
+          span.value.spanId
+        )
       }
-      // Responses produced by the app are sent by the platform itself, so they are rewritten in a
-      // pre-response handler; a request refused here is rewritten directly.
+      const tagged = Effect.zipRight(
+        FiberRef.set(FiberRef.currentLogAnnotations, annotations),
+        FiberRef.set(CurrentRequestId, requestId)
+      )
+
+      const finish = (response: HttpServerResponse.HttpServerResponse) => {
+        const seconds = (performance.now() - started) / 1000
+        // The access line's fields are built only when the level keeps the line.
+        const log =
+          accessLog &&
+          LogLevel.greaterThanEqual(LogLevel.Info, fiber.getFiberRef(FiberRef.currentMinimumLogLevel))
+            ? Effect.logInfo("http request").pipe(
+                Effect.annotateLogs({
+                  method: request.method,
+                  path: pathOf(request.url),
+                  status: String(response.status),
+                  durationMs: (seconds * 1000).toFixed(1)
+                })
+              )
+            : Effect.void
+        const record =
+          onResponse === undefined
+            ? Effect.void
+            : onResponse({
+                method: request.method,
+                route: pathOf(request.url),
+                status: response.status,
+                seconds
+              })
+        return Effect.as(Effect.zipRight(log, record), response)
+      }
+
+      // A request refused here is rewritten directly; responses produced by the app are sent by the
+      // platform itself, so they are rewritten in a pre-response handler.
       const refusedQuery = checkQuery(request)
-      const refused = Option.isSome(refusedQuery) ? refusedQuery : yield* checkBody(request)
-      const response = yield* (
-        Option.isSome(refused)
-          ? Effect.succeed(withRequestId(refused.value, requestId, request))
-          : HttpApp.withPreResponseHandler(app, (req, res) =>
-              Effect.succeed(withRequestId(routeMissToAllow(res, req, options.allow), requestId, req))
-            )
-      ).pipe(
+      const refused = Option.isSome(refusedQuery)
+        ? Effect.succeed(refusedQuery)
+        : BODY_METHODS.has(request.method)
+          ? checkBody(request)
+          : noRefusal
+      return Effect.zipRight(tagged, refused).pipe(
+        Effect.flatMap((refusal) =>
+          Option.isSome(refusal)
+            ? Effect.succeed(withRequestId(refusal.value, requestId, request))
+            : Effect.zipRight(
+                HttpApp.appendPreResponseHandler((req, res) =>
+                  Effect.succeed(withRequestId(routeMissToAllow(res, req, allow), requestId, req))
+                ),
+                app
+              )
+        ),
         Effect.catchAllCause((cause) =>
           Cause.isInterruptedOnly(cause)
             ? Effect.failCause(cause)
-            : Effect.map(causeToResponse(cause, request, options.allow), (r) =>
-                withRequestId(r, requestId, request)
-              )
+            : Effect.map(causeToResponse(cause, request, allow), (r) => withRequestId(r, requestId, request))
         ),
-        Effect.locally(CurrentRequestId, requestId),
-        Effect.annotateLogs(annotations)
+        Effect.flatMap(finish)
       )
-      const seconds = (performance.now() - started) / 1000
-      if (options.accessLog !== false) {
-        yield* Effect.logInfo("http request").pipe(
-          Effect.annotateLogs({
-            ...annotations,
-            method: request.method,
-            path: pathOf(request.url),
-            status: String(response.status),
-            durationMs: (seconds * 1000).toFixed(1)
-          })
-        )
-      }
-      if (options.onResponse) {
-        yield* options.onResponse({
-          method: request.method,
-          route: pathOf(request.url),
-          status: response.status,
-          seconds
-        })
-      }
-      return response
     })
   )
+}
+
+const noRefusal = Effect.succeed(Option.none<HttpServerResponse.HttpServerResponse>())

@@ -664,7 +664,7 @@ export const makeIdentity = Effect.gen(function* () {
     Effect.gen(function* () {
       if (!Ids.isValid("key", keyId)) return yield* Effect.fail(notFound("API key"))
       const metadata = yield* commandMetadata(actorRef(actor))
-      yield* transact(
+      const result = yield* transact(
         runner.execute(
           ApiKeyDecider,
           apiKeyStream(keyId),
@@ -684,6 +684,8 @@ export const makeIdentity = Effect.gen(function* () {
             )
         })
       )
+      // This process's cached copy of the key is refused from the next request on.
+      yield* revocations.recordEvents(result.events)
     }).pipe(orDieUnlessHttp)
 
   // --- OAuth clients --------------------------------------------------------------------------------

@@ -92,14 +92,34 @@ export const routeMatcher = (templates: ReadonlyArray<string>): ((path: string) 
       const pattern = segments
         .map((s) => (s === "*" ? ".*" : s.startsWith(":") ? "[^/]+" : escapeRegExp(s)))
         .join("/")
-      return { template, params, regex: new RegExp(`^${pattern}/?$`) }
+      return {
+        template,
+        params,
+        // A template without `*` only matches paths of its own segment count (a trailing slash aside).
+        segments: segments.includes("*") ? undefined : segments.length,
+        regex: new RegExp(`^${pattern}/?$`)
+      }
     })
     .sort((a, b) => a.params - b.params)
   const exact = new Map(compiled.filter((c) => c.params === 0).map((c) => [c.template, c.template]))
+  // Per segment count, the templates a path of that count can match, in the order above: a request
+  // tests a handful of regexes, not every route's.
+  const bySegments = new Map<number, ReadonlyArray<(typeof compiled)[number]>>()
+  const candidates = (count: number) => {
+    let list = bySegments.get(count)
+    if (list === undefined) {
+      list = compiled.filter((c) => c.segments === undefined || c.segments === count)
+      if (count <= 64) bySegments.set(count, list)
+    }
+    return list
+  }
   return (path) => {
     const hit = exact.get(path)
     if (hit !== undefined) return hit
-    return compiled.find((c) => c.regex.test(path))?.template ?? "unmatched"
+    let count = 1
+    for (let i = 0; i < path.length; i++) if (path.charCodeAt(i) === 47 /* / */) count++
+    if (path.length > 1 && path.endsWith("/")) count--
+    return candidates(count).find((c) => c.regex.test(path))?.template ?? "unmatched"
   }
 }
 

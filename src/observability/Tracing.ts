@@ -5,6 +5,7 @@
  * `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Tests inject their own processor (in-memory exporter).
  */
 import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
+import { HttpMiddleware } from "@effect/platform"
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http"
 import { BatchSpanProcessor, type SpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Effect, Layer, Option } from "effect"
@@ -32,11 +33,21 @@ export const otlpTracesUrl = (endpoint: string): string => {
   return base.endsWith("/v1/traces") ? base : `${base}/v1/traces`
 }
 
-/** OTLP/HTTP export when `OTEL_EXPORTER_OTLP_ENDPOINT` is set; nothing otherwise. */
+/**
+ * No tracing at all: Effect spans (`withSpan`, `sql.execute`) become the no-op span, and the
+ * platform's HTTP server tracer (URL parsing, header redaction, an attribute per header, a span per
+ * request) is skipped — with nowhere to send spans, both were pure per-request cost.
+ */
+export const TracingDisabled = Layer.mergeAll(
+  Layer.setTracerEnabled(false),
+  Layer.locallyScoped(HttpMiddleware.currentTracerDisabledWhen, () => true)
+)
+
+/** OTLP/HTTP export when `OTEL_EXPORTER_OTLP_ENDPOINT` is set; no tracing otherwise (TracingDisabled). */
 export const TracingLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) =>
     Option.match(config.otelExporterOtlpEndpoint, {
-      onNone: () => Layer.empty,
+      onNone: () => TracingDisabled,
       onSome: (endpoint) =>
         tracingLayer({
           serviceName: config.otelServiceName,

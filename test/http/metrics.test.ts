@@ -225,6 +225,27 @@ describe("metrics building blocks", () => {
     expect(apiRouteTemplates(Api)).toEqual(expect.arrayContaining(["/health", "/ready"]))
   })
 
+  vitest(
+    "route templates are looked up by segment count: trailing slashes, roots and wildcards still match",
+    () => {
+      const match = routeMatcher([
+        "/",
+        "/v1/orders/:id",
+        "/v1/orders/:id/lines/:line",
+        "/docs/*",
+        "/user/:id"
+      ])
+      expect(match("/")).toBe("/")
+      expect(match("/user/cus_1/")).toBe("/user/:id")
+      expect(match("/v1/orders/ord_1/lines/2")).toBe("/v1/orders/:id/lines/:line")
+      expect(match("/v1/orders/ord_1/lines/2/")).toBe("/v1/orders/:id/lines/:line")
+      expect(match("/v1/orders/ord_1/lines")).toBe("unmatched")
+      expect(match("/docs/a/b/c")).toBe("/docs/*")
+      expect(match("/docs/")).toBe("/docs/*")
+      expect(match(`/${"x/".repeat(100)}`)).toBe("unmatched")
+    }
+  )
+
   vitest("label values are escaped; odd methods are bounded", () =>
     Effect.runPromise(
       Effect.gen(function* () {
