@@ -3,7 +3,7 @@
  * served in-process over a local socket (`EmbeddedServer.ts`). Both are reached through the very same `@effect/sql-pg`
  * client, so there is one SQL dialect and one code path.
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, openAsBlob, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import type { SqlClient } from "@effect/sql"
@@ -141,10 +141,11 @@ export const clusterTemplate = {
       return undefined
     }
   },
-  read: (file: string | undefined): Blob | undefined => {
+  /** File-backed (`openAsBlob`): the 40 MB are read once, by PGlite, not copied into a Buffer first. */
+  read: async (file: string | undefined): Promise<Blob | undefined> => {
     if (file === undefined) return undefined
     try {
-      return new Blob([readFileSync(file)])
+      return await openAsBlob(file)
     } catch {
       return undefined
     }
@@ -177,7 +178,7 @@ const serveEmbedded = (dataDir: string) =>
         try: async () => {
           const fresh = isFreshDataDir(dataDir)
           const templateFile = fresh ? clusterTemplate.file() : undefined
-          const template = clusterTemplate.read(templateFile)
+          const template = await clusterTemplate.read(templateFile)
           const db = await PGlite.create(dataDir, {
             // pg_trgm backs the customer search index (migration 0006), as on a PostgreSQL server.
             extensions: { pg_trgm },
