@@ -70,7 +70,8 @@ export const reportFailure = <A, E, R>(self: Effect.Effect<A, E, R>) =>
         )
   )
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+/** The process entry: runs `program` until a signal, on its configuration and logger. */
+export const runService = () =>
   program.pipe(
     // Another process owns the embedded database: say who, in one line, without a stack trace.
     Effect.catchTag("DataDirLocked", (locked) =>
@@ -84,4 +85,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     Effect.provide(LoggingLive),
     NodeRuntime.runMain({ disablePrettyLogger: true, disableErrorReporting: true })
   )
-}
+
+// `tsx src/main.ts` (and the image's `node --import tsx src/main.ts`); `npm start` goes through
+// scripts/start.mjs, which calls `runService` on the prebuilt bundle.
+if (import.meta.url === `file://${process.argv[1]}`) runService()

@@ -1,10 +1,12 @@
 /**
- * The composition root as a user runs it: `tsx src/main.ts` on embedded PostgreSQL, serving HTTP and
+ * The composition root as a user runs it: `npm start` (the prebuilt bundle, scripts/start.mjs) and the
+ * image's `node --import tsx src/main.ts`, on embedded PostgreSQL, serving HTTP and
  * running processors; SIGTERM stops it cleanly within the shutdown budget; with ADMIN_EMAIL and
  * ADMIN_PASSWORD the admin exists before the server accepts its first request.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { once } from "node:events"
+import { readdirSync, readFileSync, statSync } from "node:fs"
 import { createServer } from "node:net"
 import { describe, expect, it } from "vitest"
 
@@ -35,8 +37,19 @@ const waitFor = async (url: string, child: ChildProcess, timeoutMs: number, ever
   throw new Error(`${url} not up within ${timeoutMs} ms`)
 }
 
-/** `tsx src/main.ts` on a free port and an in-memory embedded database; its output is collected. */
-const start = async (extraEnv: NodeJS.ProcessEnv = {}) => {
+/** What `npm start` runs: package.json's `start` script, `node <launcher>`. */
+const npmStartArgs = (): ReadonlyArray<string> => {
+  const manifest = JSON.parse(readFileSync("package.json", "utf8")) as { scripts: { start: string } }
+  const [program, ...args] = manifest.scripts.start.split(/\s+/)
+  expect(program).toBe("node")
+  return args
+}
+
+/**
+ * The service (`npm start` by default; `["--import", "tsx", "src/main.ts"]` is the image's command)
+ * on a free port and an in-memory embedded database; its output is collected.
+ */
+const start = async (extraEnv: NodeJS.ProcessEnv = {}, args: ReadonlyArray<string> = npmStartArgs()) => {
   const port = await freePort()
   const env: NodeJS.ProcessEnv = {
     ...process.env,
@@ -48,7 +61,7 @@ const start = async (extraEnv: NodeJS.ProcessEnv = {}) => {
     ...extraEnv
   }
   delete env.DATABASE_URL
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+  const child = spawn(process.execPath, [...args], {
     env,
     stdio: ["ignore", "pipe", "pipe"]
   })
@@ -81,6 +94,31 @@ describe("npm start", () => {
       const [code] = (await once(child, "exit")) as [number | null]
       expect(code, service.output).toBe(0)
       expect(Date.now() - started).toBeLessThan(10_000)
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL")
+    }
+  }, 90_000)
+
+  it("runs the prebuilt bundle, rebuilt from the current sources (no tsx loader at start)", async () => {
+    const { port, child, ...service } = await start()
+    try {
+      await waitFor(`http://127.0.0.1:${port}/health`, child, 60_000)
+      const newest = (dir: string): number =>
+        Math.max(
+          ...readdirSync(dir, { withFileTypes: true }).map((e) =>
+            e.isDirectory() ? newest(`${dir}/${e.name}`) : statSync(`${dir}/${e.name}`).mtimeMs
+          )
+        )
+      expect(statSync("dist/src/main.mjs").mtimeMs, service.output).toBeGreaterThan(newest("src"))
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL")
+    }
+  }, 90_000)
+
+  it("`node --import tsx src/main.ts` (the image's command) serves too", async () => {
+    const { port, child } = await start({}, ["--import", "tsx", "src/main.ts"])
+    try {
+      await waitFor(`http://127.0.0.1:${port}/health`, child, 60_000)
     } finally {
       if (child.exitCode === null) child.kill("SIGKILL")
     }

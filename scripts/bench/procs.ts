@@ -90,12 +90,28 @@ export interface Child {
  * the scope closes.
  */
 export const spawnTsx = (script: string, env: Readonly<Record<string, string | undefined>>) =>
+  spawnChild([TSX_CLI, script], `tsx ${script}`, env, true)
+
+/**
+ * Spawns the service as `npm start` runs it (`node scripts/start.mjs`: the prebuilt bundle, rebuilt
+ * first when stale), one node process; otherwise as `spawnTsx`.
+ */
+export const spawnStart = (env: Readonly<Record<string, string | undefined>>) =>
+  spawnChild(["scripts/start.mjs"], "scripts/start.mjs", env, false)
+
+const spawnChild = (
+  argv: ReadonlyArray<string>,
+  label: string,
+  env: Readonly<Record<string, string | undefined>>,
+  /** tsx's CLI: the work happens in the node process it starts. */
+  launcher: boolean
+) =>
   Effect.acquireRelease(
     Effect.gen(function* () {
       const merged: Record<string, string> = {}
       for (const [name, value] of Object.entries({ ...process.env, ...env }))
         if (value !== undefined) merged[name] = value
-      const child = spawn(process.execPath, [TSX_CLI, script], {
+      const child = spawn(process.execPath, [...argv], {
         cwd: ROOT,
         env: merged,
         stdio: ["ignore", "pipe", "pipe"]
@@ -126,17 +142,19 @@ export const spawnTsx = (script: string, env: Readonly<Record<string, string | u
       })
       child.stderr?.on("data", keep)
       const wrapper = child.pid
-      if (wrapper === undefined) return yield* Effect.dieMessage(`could not spawn tsx ${script}`)
+      if (wrapper === undefined) return yield* Effect.dieMessage(`could not spawn ${label}`)
+      if (!launcher)
+        return { process: child, pid: wrapper, output: () => output, firstJsonLine } satisfies Child
       // tsx's CLI starts the node process at once; wait for it (a few ms).
       let pid: number | undefined
       for (let i = 0; i < 400 && pid === undefined; i++) {
         pid = childrenOf(wrapper)[0]
         if (pid === undefined) {
-          if (child.exitCode !== null) return yield* Effect.dieMessage(`tsx ${script} exited: ${output}`)
+          if (child.exitCode !== null) return yield* Effect.dieMessage(`${label} exited: ${output}`)
           yield* Effect.sleep("5 millis")
         }
       }
-      if (pid === undefined) return yield* Effect.dieMessage(`tsx ${script} started no node process`)
+      if (pid === undefined) return yield* Effect.dieMessage(`${label} started no node process`)
       return { process: child, pid, output: () => output, firstJsonLine } satisfies Child
     }),
     (child) => stop(child)

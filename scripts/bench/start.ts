@@ -1,6 +1,8 @@
 /**
  * `npm run bench:start [-- --runs N --idle S]` — start-up time and footprint of the service (issue
- * #17 item 4), as `npm start` runs it (`tsx src/main.ts`, ROLE=all, the default configuration):
+ * #17 item 4), as `npm start` runs it (`node scripts/start.mjs`: the prebuilt bundle; ROLE=all, the
+ * default configuration). The bundle is built once before the runs (a stale one would be rebuilt by
+ * the first start and counted in it):
  *
  *   embedded    a fresh temporary DATA_DIR and no DATABASE_URL: the first start (PGlite creates the
  *               cluster, migrations run, local keys are generated) and a warm start on the same dir;
@@ -10,10 +12,10 @@
  *
  * A start is timed from the spawn to the first 200 on `/health` (polled every 20 ms). After each
  * start the service idles `--idle` seconds (default 5), then its VmRSS is read from
- * /proc/<pid>/status (the node process tsx starts, not tsx's own small launcher), then it gets
- * SIGTERM. `--runs` (default 3) repeats everything; the table shows the median and the range.
+ * /proc/<pid>/status, then it gets SIGTERM. `--runs` (default 3) repeats everything; the table shows the median and the range.
  * Other processes on this machine slow starts down: compare runs on a quiet machine.
  */
+import { execFileSync } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { cpus, tmpdir } from "node:os"
 import { join } from "node:path"
@@ -21,7 +23,7 @@ import { performance } from "node:perf_hooks"
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect } from "effect"
 import pg from "pg"
-import { cpuTicks, freePort, MICROS_PER_TICK, rssKiB, spawnTsx, stop, waitFor200 } from "./procs.js"
+import { cpuTicks, freePort, MICROS_PER_TICK, ROOT, rssKiB, spawnStart, stop, waitFor200 } from "./procs.js"
 import { loadAverage, printTable } from "./support.js"
 
 const USAGE = "usage: npm run bench:start -- [--runs N] [--idle S]"
@@ -82,7 +84,7 @@ const startOnce = (env: Readonly<Record<string, string | undefined>>) =>
     Effect.gen(function* () {
       const port = yield* freePort
       const started = performance.now()
-      const child = yield* spawnTsx("src/main.ts", { ...env, HOST: "127.0.0.1", PORT: String(port) })
+      const child = yield* spawnStart({ ...env, HOST: "127.0.0.1", PORT: String(port) })
       yield* waitFor200(`http://127.0.0.1:${port}/health`, child, 180_000)
       const ms = performance.now() - started
       const cpuMs = (cpuTicks(child.pid) * MICROS_PER_TICK) / 1000
@@ -143,6 +145,8 @@ const program = Effect.gen(function* () {
   const host = new URL(SERVER_URL).hostname
   if (!LOCAL_HOSTS.has(host))
     return yield* Effect.dieMessage(`DATABASE_URL must be on this machine (it reads /proc), not ${host}`)
+  // Built once here, so no start below pays for it.
+  yield* Effect.sync(() => execFileSync(process.execPath, [`${ROOT}scripts/build.mjs`], { stdio: "inherit" }))
   yield* Console.log(
     `bench:start — ${cpus().length} CPUs, Node ${process.version}, ${settings.runs} runs, ` +
       `${settings.idleSeconds} s idle before reading RSS, load average ${loadAverage()}`
