@@ -43,6 +43,7 @@ import { CredentialVerifier } from "../../src/http/Auth.js"
 import { createAdmin } from "../../src/identity/admin.js"
 import {
   benchApp,
+  benchArguments,
   type CannonOptions,
   fmt,
   loadAverage,
@@ -59,21 +60,7 @@ import {
 const USAGE = "usage: npm run bench:customers -- [--customers N] [--duration N]"
 
 const options = (() => {
-  const args = process.argv.slice(2)
-  const raw: Record<string, string | undefined> = {}
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i] ?? ""
-    const match = /^--(customers|duration)(?:=(.*))?$/.exec(arg)
-    if (!match?.[1]) throw new Error(`unknown argument ${arg} (${USAGE})`)
-    raw[match[1]] = match[2] ?? args[++i]
-  }
-  const integer = (name: string, fallback: number, min: number, max: number) => {
-    const text = raw[name]
-    const n = text === undefined ? fallback : Number(text)
-    if (!Number.isInteger(n) || n < min || n > max)
-      throw new Error(`--${name} must be an integer in ${min}…${max}, got ${text}`)
-    return n
-  }
+  const { integer } = benchArguments(["customers", "duration"], USAGE)
   return {
     customers: integer("customers", 100_000, 100, 1_000_000),
     seconds: integer("duration", 10, 1, 600)

@@ -52,7 +52,7 @@ import {
   stop,
   waitFor200
 } from "./procs.js"
-import { type CannonOptions, cannon, fmt, loadAverage, printTable } from "./support.js"
+import { benchArguments, type CannonOptions, cannon, fmt, loadAverage, printTable } from "./support.js"
 
 // ---------------------------------------------------------------------------------------------------
 // Settings
@@ -61,21 +61,10 @@ const USAGE =
   "usage: npm run bench:http -- [--rounds N] [--duration S] [--warm-up S] [--connections N] [--pool N] [--role all|api]"
 
 const settings = (() => {
-  const args = process.argv.slice(2)
-  const raw: Record<string, string | undefined> = {}
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i] ?? ""
-    const match = /^--(rounds|duration|warm-up|connections|pool|role)(?:=(.*))?$/.exec(arg)
-    if (!match?.[1]) throw new Error(`unknown argument ${arg} (${USAGE})`)
-    raw[match[1]] = match[2] ?? args[++i]
-  }
-  const integer = (name: string, fallback: number, min: number, max: number) => {
-    const text = raw[name]
-    const n = text === undefined ? fallback : Number(text)
-    if (!Number.isInteger(n) || n < min || n > max)
-      throw new Error(`--${name} must be an integer in ${min}…${max}, got ${text}`)
-    return n
-  }
+  const { raw, integer } = benchArguments(
+    ["rounds", "duration", "warm-up", "connections", "pool", "role"],
+    USAGE
+  )
   const role = raw.role ?? "all"
   if (role !== "all" && role !== "api") throw new Error(`--role must be all or api, got ${role}`)
   return {

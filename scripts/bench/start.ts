@@ -24,26 +24,12 @@ import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect } from "effect"
 import pg from "pg"
 import { cpuTicks, freePort, MICROS_PER_TICK, ROOT, rssKiB, spawnStart, stop, waitFor200 } from "./procs.js"
-import { loadAverage, printTable } from "./support.js"
+import { benchArguments, loadAverage, printTable } from "./support.js"
 
 const USAGE = "usage: npm run bench:start -- [--runs N] [--idle S]"
 
 const settings = (() => {
-  const args = process.argv.slice(2)
-  const raw: Record<string, string | undefined> = {}
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i] ?? ""
-    const match = /^--(runs|idle)(?:=(.*))?$/.exec(arg)
-    if (!match?.[1]) throw new Error(`unknown argument ${arg} (${USAGE})`)
-    raw[match[1]] = match[2] ?? args[++i]
-  }
-  const integer = (name: string, fallback: number, min: number, max: number) => {
-    const text = raw[name]
-    const n = text === undefined ? fallback : Number(text)
-    if (!Number.isInteger(n) || n < min || n > max)
-      throw new Error(`--${name} must be an integer in ${min}…${max}, got ${text}`)
-    return n
-  }
+  const { integer } = benchArguments(["runs", "idle"], USAGE)
   return { runs: integer("runs", 3, 1, 20), idleSeconds: integer("idle", 5, 1, 120) }
 })()
 

@@ -253,3 +253,27 @@ export const printFootnotes = (measured: ReadonlyArray<readonly [string, Measure
         "this machine's CPUs; other processes skew every number)"
     )
   })
+
+/**
+ * The `--name value` / `--name=value` arguments of a bench script (only `names`; anything else throws
+ * with `usage`), and a reader of integer ones within bounds.
+ */
+export const benchArguments = (names: ReadonlyArray<string>, usage: string) => {
+  const args = process.argv.slice(2)
+  const raw: Record<string, string | undefined> = {}
+  const pattern = new RegExp(`^--(${names.join("|")})(?:=(.*))?$`)
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] ?? ""
+    const match = pattern.exec(arg)
+    if (!match?.[1]) throw new Error(`unknown argument ${arg} (${usage})`)
+    raw[match[1]] = match[2] ?? args[++i]
+  }
+  const integer = (name: string, fallback: number, min: number, max: number) => {
+    const text = raw[name]
+    const n = text === undefined ? fallback : Number(text)
+    if (!Number.isInteger(n) || n < min || n > max)
+      throw new Error(`--${name} must be an integer in ${min}…${max}, got ${text}`)
+    return n
+  }
+  return { raw, integer }
+}
