@@ -7,20 +7,8 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { once } from "node:events"
 import { readdirSync, readFileSync, statSync } from "node:fs"
-import { createServer } from "node:net"
 import { describe, expect, it } from "vitest"
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() =>
-        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))
-      )
-    })
-  })
+import { freePort } from "./support/service.js"
 
 const waitFor = async (url: string, child: ChildProcess, timeoutMs: number, everyMs = 200) => {
   const deadline = Date.now() + timeoutMs

@@ -8,12 +8,12 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { once } from "node:events"
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { lockFileOf } from "../../src/db/DataDirLock.js"
 import { usingRealPostgres } from "../support/database.js"
+import { freePort } from "../support/service.js"
 
 // Made by beforeAll, so a skipped run (DATABASE_URL set) leaves nothing behind.
 let dataDir = ""
@@ -36,18 +36,6 @@ const baseEnv = (): NodeJS.ProcessEnv => {
   delete env.PGLITE_DATA_DIR
   return env
 }
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() =>
-        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))
-      )
-    })
-  })
 
 interface Proc {
   readonly child: ChildProcess
