@@ -1,5 +1,6 @@
 /**
- * The customers read model: one row per live customer and one per address, in clear text. Each
+ * The customers read model: one row per live customer and one per address, in clear text (and the
+ * customer's addresses again as JSON on its row, for reads). Each
  * event first moves the row's `version` forward (and stops there when the row is already at or past
  * it, or gone), so applying an event twice changes nothing. Erased customers lose their rows; on a
  * replay their events decode with shredded fields and recreate nothing.
@@ -31,6 +32,17 @@ export const CustomersProjection = defineProjection({
             WHERE customer_id = ${customerId} AND version < ${version} RETURNING 1 AS ok`,
           (rows) => rows.length > 0
         )
+      /**
+       * Copies the customer's addresses onto its row (the `addresses` column readers take as is),
+       * after any change to them: in the order they were added, as the API shows them.
+       */
+      const copyAddresses = (customerId: string) =>
+        sql`UPDATE ${customers} SET addresses = coalesce((
+            SELECT json_agg(json_build_object('id', a.address_id, 'label', a.label, 'line1', a.line1,
+                'city', a.city, 'state', a.state, 'postalCode', a.postal_code, 'country', a.country,
+                'isDefault', a.is_default) ORDER BY a.created_at, a.address_id)
+              FROM ${addresses} a WHERE a.customer_id = ${customerId}), '[]'::json)
+          WHERE customer_id = ${customerId}`
       for (const e of events) {
         const at = e.recordedAt
         switch (e.type) {
@@ -81,6 +93,7 @@ export const CustomersProjection = defineProjection({
               VALUES (${d.addressId}, ${d.customerId}, ${orNull(d.label)}, ${d.line1}, ${d.city}, ${orNull(d.state)},
                 ${orNull(d.postalCode)}, ${d.country}, ${d.isDefault}, ${at})
               ON CONFLICT (address_id) DO NOTHING`
+            yield* copyAddresses(d.customerId)
             break
           }
           case "customer.address_removed": {
@@ -89,6 +102,7 @@ export const CustomersProjection = defineProjection({
             yield* sql`DELETE FROM ${addresses} WHERE address_id = ${d.addressId}`
             yield* sql`UPDATE ${addresses} SET is_default = (address_id = ${d.defaultAddressId ?? ""})
               WHERE customer_id = ${d.customerId}`
+            yield* copyAddresses(d.customerId)
             break
           }
           case "customer.tagged": {

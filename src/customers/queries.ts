@@ -5,7 +5,7 @@ import type { Sort } from "../http/Lists.js"
 import { USERS_TABLE } from "../identity/index.js"
 import { normalizeEmail } from "../kernel/Email.js"
 import type { NewAddress } from "./decider.js"
-import { ADDRESSES, CUSTOMERS } from "./projection.js"
+import { CUSTOMERS } from "./projection.js"
 
 export const SORT_FIELDS = ["createdAt", "totalSpent", "orderCount", "email", "lastName"] as const
 export type SortField = (typeof SORT_FIELDS)[number]
@@ -113,11 +113,7 @@ export const findCustomer = (customerId: string) =>
     Effect.map(
       sql<CustomerRow>`SELECT c.customer_id AS id, c.email, c.first_name AS "firstName", c.last_name AS "lastName",
           c.phone, c.metadata, c.tags, c.active, c.user_id IS NOT NULL AS "hasAccount", c.order_count AS "orderCount",
-          c.total_spent AS "totalSpent", c.created_at AS "createdAt", c.updated_at AS "updatedAt",
-          coalesce((SELECT json_agg(json_build_object('id', a.address_id, 'label', a.label, 'line1', a.line1,
-              'city', a.city, 'state', a.state, 'postalCode', a.postal_code, 'country', a.country,
-              'isDefault', a.is_default) ORDER BY a.created_at, a.address_id)
-            FROM ${sql(ADDRESSES)} a WHERE a.customer_id = c.customer_id), '[]'::json) AS addresses
+          c.total_spent AS "totalSpent", c.created_at AS "createdAt", c.updated_at AS "updatedAt", c.addresses
         FROM ${sql(CUSTOMERS)} c WHERE c.customer_id = ${customerId}`,
       (rows) => Option.fromNullable(rows[0])
     )
