@@ -82,6 +82,8 @@ export interface AppConfigShape {
   /** `postgres://…` — when absent the service runs embedded PostgreSQL (PGlite). */
   readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
   readonly databaseMaxConnections: number
+  /** Named (prepared) statements on a `DATABASE_URL` server (db/PreparedStatements.ts); default true. */
+  readonly databasePreparedStatements: boolean
   /**
    * How long start-up waits for an unreachable `DATABASE_URL` server (retrying with back-off) before
    * giving up; 0 = try once.
@@ -138,6 +140,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
     Config.withDefault(10),
     Config.validate({ message: "must be between 1 and 1000", validation: (n) => n >= 1 && n <= 1000 })
   ),
+  databasePreparedStatements: Config.boolean("DATABASE_PREPARED_STATEMENTS").pipe(Config.withDefault(true)),
   databaseConnectTimeoutSeconds: Config.integer("DATABASE_CONNECT_TIMEOUT_SECONDS").pipe(
     Config.withDefault(60),
     Config.validate({ message: "must be between 0 and 3600", validation: (n) => n >= 0 && n <= 3600 })
@@ -269,6 +272,7 @@ export const makeAppConfig = (overrides: Partial<AppConfigShape> = {}): AppConfi
   nodeEnv: "test",
   databaseUrl: Option.none(),
   databaseMaxConnections: 10,
+  databasePreparedStatements: true,
   databaseConnectTimeoutSeconds: 60,
   dataDir: ".data",
   pgliteDataDir: "memory://",

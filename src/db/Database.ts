@@ -11,11 +11,12 @@ import { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
 import { PGlite } from "@electric-sql/pglite"
 import { pg_trgm } from "@electric-sql/pglite/contrib/pg_trgm"
-import { Context, Effect, Layer, Option, type Redacted } from "effect"
+import { Context, Effect, Layer, Option, Redacted } from "effect"
 import pg from "pg"
 import { AppConfig, isMemoryDataDir } from "../config.js"
 import { claimDataDir, type DataDirLocked } from "./DataDirLock.js"
 import { startEmbeddedServer } from "./EmbeddedServer.js"
+import { preparingClient } from "./PreparedStatements.js"
 
 export interface DatabaseInfoShape {
   readonly kind: "postgres" | "embedded"
@@ -44,15 +45,52 @@ export const pgTypes: pg.CustomTypesConfig = {
       : pg.types.getTypeParser(oid, format ?? "text")) as pg.CustomTypesConfig["getTypeParser"]
 }
 
-/** Client for an external PostgreSQL server. */
-export const postgresLayer = (url: Redacted.Redacted<string>, maxConnections: number) =>
+/** Distinct statement texts a process names (prepares) at most; further texts run unnamed. */
+const PREPARED_STATEMENT_LIMIT = 1000
+
+/**
+ * Client for an external PostgreSQL server: the pool `PgClient.layer` would make, with named
+ * statements unless `preparedStatements` is false (PreparedStatements.ts says why and when not).
+ */
+export const postgresLayer = (
+  url: Redacted.Redacted<string>,
+  maxConnections: number,
+  preparedStatements = true
+) =>
   Layer.merge(
-    PgClient.layer({
-      url,
-      maxConnections,
-      idleTimeout: "60 seconds",
-      // A server that does not answer (not even a refusal) fails a request in 5 s, not never.
-      connectTimeout: "5 seconds",
+    PgClient.layerFromPool({
+      acquire: Effect.acquireRelease(
+        Effect.suspend(() => {
+          const pool = new pg.Pool({
+            connectionString: Redacted.value(url),
+            max: maxConnections,
+            idleTimeoutMillis: 60_000,
+            // A server that does not answer (not even a refusal) fails a request in 5 s, not never.
+            connectionTimeoutMillis: 5_000,
+            application_name: "commerce-platform",
+            types: pgTypes,
+            ...(preparedStatements ? { Client: preparingClient(PREPARED_STATEMENT_LIMIT) } : {})
+          })
+          // A connection's error reaches the query that uses it; the pool must not crash the process.
+          pool.on("error", () => {})
+          return Effect.tryPromise({
+            try: () => pool.query("SELECT 1"),
+            catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
+          }).pipe(
+            Effect.timeoutFail({
+              duration: "5 seconds",
+              onTimeout: () =>
+                new SqlError({
+                  cause: new Error("Connection timed out"),
+                  message: "PgClient: Connection timed out"
+                })
+            }),
+            Effect.tapError(() => Effect.promise(() => pool.end()).pipe(Effect.timeoutOption(1000))),
+            Effect.as(pool)
+          )
+        }),
+        (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
+      ),
       applicationName: "commerce-platform",
       types: pgTypes
     }),
@@ -213,7 +251,7 @@ export const DatabaseLive: Layer.Layer<
     const config = yield* AppConfig
     const access = yield* EmbeddedAccess
     return Option.match(config.databaseUrl, {
-      onSome: (url) => postgresLayer(url, config.databaseMaxConnections),
+      onSome: (url) => postgresLayer(url, config.databaseMaxConnections, config.databasePreparedStatements),
       onNone: () => embeddedLayer(config.pgliteDataDir, access)
     })
   })
