@@ -78,6 +78,20 @@ layer(server(LogLevel.Info, infoLines))("access log at info", (it) => {
   )
 })
 
+layer(server(LogLevel.Info, infoLines))("access log of the liveness probe", (it) => {
+  it.effect("GET /health, answered by the middleware itself, has its line and request id too", () =>
+    Effect.gen(function* () {
+      const client = yield* HttpClient.HttpClient
+      const response = yield* client.execute(HttpClientRequest.get("/health"))
+      expect(response.status).toBe(200)
+      const requestId = response.headers["request-id"]
+      const mine = infoLines.filter((l) => l.annotations.requestId === requestId)
+      expect(mine.map((l) => l.message)).toEqual(["http request"])
+      expect(mine[0]?.annotations).toMatchObject({ method: "GET", path: "/health", status: "200" })
+    })
+  )
+})
+
 const warningLines: Array<JsonLog> = []
 layer(server(LogLevel.Warning, warningLines))("access log above info", (it) => {
   it.effect("no access line; the handler's warning still carries the request id", () =>
