@@ -397,14 +397,12 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
    * ended: a duplicate never waits on the database.
    */
   const running = new Map<string, { readonly fingerprint: string }>()
-  return <E, R>(
-    app: HttpApp.Default<E, R>
-  ): HttpApp.Default<E, R | SqlClient.SqlClient | AppConfig | Keyring | CommandRunner> =>
+  const keyed = <E, R>(
+    app: HttpApp.Default<E, R>,
+    request: HttpServerRequest.HttpServerRequest,
+    header: string
+  ) =>
     Effect.gen(function* () {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      if (!UNSAFE_METHODS.has(request.method)) return yield* app
-      const header = request.headers[IDEMPOTENCY_KEY_HEADER]
-      if (header === undefined) return yield* app
       const key = parseIdempotencyKey(header)
       if (Option.isNone(key)) {
         return yield* errorResponse(400, {
@@ -554,5 +552,14 @@ export const idempotencyMiddleware = (options: IdempotencyMiddlewareOptions = {}
       }).pipe(Effect.ensuring(Effect.sync(done)))
       // A "Ran" response was sent by the platform already; returning it does not send it again.
       return outcome.response
+    })
+
+  return <E, R>(
+    app: HttpApp.Default<E, R>
+  ): HttpApp.Default<E, R | SqlClient.SqlClient | AppConfig | Keyring | CommandRunner> =>
+    // Every request passes here: those without a key go on at the cost of one service lookup.
+    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+      const header = UNSAFE_METHODS.has(request.method) ? request.headers[IDEMPOTENCY_KEY_HEADER] : undefined
+      return header === undefined ? app : keyed(app, request, header)
     })
 }

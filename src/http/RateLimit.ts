@@ -310,15 +310,13 @@ export const rateLimitMiddleware = (options: RateLimitMiddlewareOptions = {}) =>
     }
     return cached
   }
-  return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | RateLimiter | AppConfig> =>
+  const limited = <E, R>(
+    app: HttpApp.Default<E, R>,
+    config: AppConfigShape,
+    request: HttpServerRequest.HttpServerRequest,
+    rule: RateLimitRule
+  ) =>
     Effect.gen(function* () {
-      const config = yield* AppConfig
-      if (!config.rateLimit.enabled) return yield* app
-      const request = yield* HttpServerRequest.HttpServerRequest
-      if (request.method === "OPTIONS") return yield* app
-      const path = routePath(request.url)
-      const rule = rulesFor(config).find((r) => matches(r.prefix, path))
-      if (!rule) return yield* app
       const limiter = yield* RateLimiter
       const key =
         rule.keyBy === "ip"
@@ -342,5 +340,18 @@ export const rateLimitMiddleware = (options: RateLimitMiddlewareOptions = {}) =>
       return yield* HttpApp.withPreResponseHandler(app, (_request, response) =>
         Effect.succeed(withHeaders(response))
       ).pipe(Effect.map(withHeaders))
+    })
+
+  return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | RateLimiter | AppConfig> =>
+    // Every request passes here: the requests no rule limits (limits off, OPTIONS, unlimited paths)
+    // go on at the cost of two service lookups, without a generator.
+    Effect.flatMap(AppConfig, (config) => {
+      if (!config.rateLimit.enabled) return app
+      return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+        if (request.method === "OPTIONS") return app
+        const path = routePath(request.url)
+        const rule = rulesFor(config).find((r) => matches(r.prefix, path))
+        return rule === undefined ? app : limited(app, config, request, rule)
+      })
     })
 }
