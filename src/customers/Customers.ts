@@ -28,10 +28,10 @@ import {
 import {
   type CustomerListQuery,
   type CustomerSort,
-  emailHolders,
-  findCustomer,
   listCustomers,
-  SORT_FIELDS
+  SORT_FIELDS,
+  selectCustomer,
+  selectEmailHolders
 } from "./queries.js"
 
 export interface NewCustomerInput {
@@ -124,7 +124,7 @@ export const makeCustomers = Effect.gen(function* () {
   }
 
   const view = (customerId: string) =>
-    Effect.flatMap(withSql(findCustomer(customerId)), (row) =>
+    Effect.flatMap(selectCustomer(sql, customerId), (row) =>
       Option.match(row, {
         onNone: () => Effect.fail(notFound),
         onSome: Effect.succeed
@@ -136,7 +136,7 @@ export const makeCustomers = Effect.gen(function* () {
    * their customer id, so `customerId` excludes both the record itself and its own login.
    */
   const ensureEmailFree = (email: string, customerId?: string) =>
-    Effect.flatMap(withSql(emailHolders(email)), (holders) =>
+    Effect.flatMap(selectEmailHolders(sql, email), (holders) =>
       holders.some((h) => h.customerId === null || h.customerId !== customerId)
         ? Effect.fail(emailTaken)
         : Effect.void

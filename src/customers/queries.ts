@@ -108,16 +108,18 @@ export const listCustomers = (query: CustomerListQuery) =>
     )
   })
 
-export const findCustomer = (customerId: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.map(
-      sql<CustomerRow>`SELECT c.customer_id AS id, c.email, c.first_name AS "firstName", c.last_name AS "lastName",
-          c.phone, c.metadata, c.tags, c.active, c.user_id IS NOT NULL AS "hasAccount", c.order_count AS "orderCount",
-          c.total_spent AS "totalSpent", c.created_at AS "createdAt", c.updated_at AS "updatedAt", c.addresses
-        FROM ${sql(CUSTOMERS)} c WHERE c.customer_id = ${customerId}`,
-      (rows) => Option.fromNullable(rows[0])
-    )
+/** A customer's row with its addresses, on `sql` (hot paths pass their client: no context lookup). */
+export const selectCustomer = (sql: SqlClient.SqlClient, customerId: string) =>
+  Effect.map(
+    sql<CustomerRow>`SELECT c.customer_id AS id, c.email, c.first_name AS "firstName", c.last_name AS "lastName",
+        c.phone, c.metadata, c.tags, c.active, c.user_id IS NOT NULL AS "hasAccount", c.order_count AS "orderCount",
+        c.total_spent AS "totalSpent", c.created_at AS "createdAt", c.updated_at AS "updatedAt", c.addresses
+      FROM ${sql(CUSTOMERS)} c WHERE c.customer_id = ${customerId}`,
+    (rows) => Option.fromNullable(rows[0])
   )
+
+export const findCustomer = (customerId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => selectCustomer(sql, customerId))
 
 /**
  * The customer records holding an address, with the login each has (one address, one person: with
@@ -135,11 +137,10 @@ export const customerEmailHolders = (email: string) =>
  * round trips are its cost): each holder with the customer id it stands for (a login's linked
  * record; null for an admin login). The union of `customerEmailHolders` and identity's `userEmailHolders`.
  */
-export const emailHolders = (email: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => {
-    const normalized = normalizeEmail(email)
-    return sql<{ readonly customerId: string | null }>`
-      SELECT customer_id AS "customerId" FROM ${sql(CUSTOMERS)} WHERE email_normalized = ${normalized}
-      UNION ALL
-      SELECT customer_id FROM ${sql(USERS_TABLE)} WHERE email_normalized = ${normalized}`
-  })
+export const selectEmailHolders = (sql: SqlClient.SqlClient, email: string) => {
+  const normalized = normalizeEmail(email)
+  return sql<{ readonly customerId: string | null }>`
+    SELECT customer_id AS "customerId" FROM ${sql(CUSTOMERS)} WHERE email_normalized = ${normalized}
+    UNION ALL
+    SELECT customer_id FROM ${sql(USERS_TABLE)} WHERE email_normalized = ${normalized}`
+}
