@@ -18,7 +18,7 @@ import {
   HttpServerResponse
 } from "@effect/platform"
 import { Cause, Context, Effect, FiberRef, HashMap, LogLevel, Option, Tracer } from "effect"
-import { CurrentRequestId } from "../base/RequestId.js"
+import { REQUEST_ID_ANNOTATION } from "../base/RequestId.js"
 import { unreachableInCause, unreachableReason } from "../db/Reachability.js"
 import {
   type ErrorBody,
@@ -526,7 +526,11 @@ export const apiMiddleware = (
       // request id, the log annotations and the pre-response handler are set on that fiber for good
       // (`Effect.locally`, `annotateLogs` and `withPreResponseHandler` would each save and restore
       // them around the request, which nothing after it needs).
-      let annotations = HashMap.set(fiber.getFiberRef(FiberRef.currentLogAnnotations), "requestId", requestId)
+      let annotations = HashMap.set(
+        fiber.getFiberRef(FiberRef.currentLogAnnotations),
+        REQUEST_ID_ANNOTATION,
+        requestId
+      )
       const span = Context.getOption(fiber.currentContext, Tracer.ParentSpan)
       if (Option.isSome(span) && span.value._tag === "Span") {
         annotations = HashMap.set(
@@ -535,10 +539,8 @@ export const apiMiddleware = (
           span.value.spanId
         )
       }
-      const tagged = Effect.zipRight(
-        FiberRef.set(FiberRef.currentLogAnnotations, annotations),
-        FiberRef.set(CurrentRequestId, requestId)
-      )
+      // The request id is read back from its log annotation (base/RequestId.ts): one FiberRef to set.
+      const tagged = FiberRef.set(FiberRef.currentLogAnnotations, annotations)
 
       const finish = (response: HttpServerResponse.HttpServerResponse) => {
         const seconds = (performance.now() - started) / 1000
@@ -564,7 +566,7 @@ export const apiMiddleware = (
                 status: response.status,
                 seconds
               })
-        return Effect.as(Effect.zipRight(log, record), response)
+        return Effect.as(log === Effect.void ? record : Effect.zipRight(log, record), response)
       }
 
       // The liveness probe, polled by orchestrators and load balancers many times a second: answered
@@ -577,23 +579,24 @@ export const apiMiddleware = (
 
       // A request refused here is rewritten directly; responses produced by the app are sent by the
       // platform itself, so they are rewritten in a pre-response handler.
-      const refusedQuery = checkQuery(request)
-      const refused = Option.isSome(refusedQuery)
-        ? Effect.succeed(refusedQuery)
-        : BODY_METHODS.has(request.method)
-          ? checkBody(request)
-          : noRefusal
-      return Effect.zipRight(tagged, refused).pipe(
-        Effect.flatMap((refusal) =>
-          Option.isSome(refusal)
-            ? Effect.succeed(withRequestId(refusal.value, requestId, request))
-            : Effect.zipRight(
-                HttpApp.appendPreResponseHandler((req, res) =>
-                  Effect.succeed(withRequestId(routeMissToAllow(res, req, allow), requestId, req))
-                ),
-                app
-              )
+      const handled = Effect.zipRight(
+        HttpApp.appendPreResponseHandler((req, res) =>
+          Effect.succeed(withRequestId(routeMissToAllow(res, req, allow), requestId, req))
         ),
+        app
+      )
+      const refusedQuery = checkQuery(request)
+      // Most requests (no body, a clean query) go straight to the app: no refusal to look at.
+      const checked = Option.isSome(refusedQuery)
+        ? Effect.succeed(withRequestId(refusedQuery.value, requestId, request))
+        : BODY_METHODS.has(request.method)
+          ? Effect.flatMap(checkBody(request), (refusal) =>
+              Option.isSome(refusal)
+                ? Effect.succeed(withRequestId(refusal.value, requestId, request))
+                : handled
+            )
+          : handled
+      return Effect.zipRight(tagged, checked).pipe(
         Effect.catchAllCause((cause) =>
           Cause.isInterruptedOnly(cause)
             ? Effect.failCause(cause)
@@ -604,8 +607,6 @@ export const apiMiddleware = (
     })
   )
 }
-
-const noRefusal = Effect.succeed(Option.none<HttpServerResponse.HttpServerResponse>())
 
 /** The liveness probe's path (ApiBase's `health` endpoint) and its one body. */
 const HEALTH_PATH = "/health"
