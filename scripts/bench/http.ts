@@ -6,7 +6,7 @@
  *   bare     scripts/bench/peers/bare.ts: `node:http` + a `pg` pool — the floor;
  *   HttpApi  scripts/bench/peers/effect.ts: a minimal Effect 3 HttpApi + NodeHttpServer +
  *            @effect/sql-pg on our pinned versions, tracer off — the framework's floor;
- *   ours     `tsx src/main.ts` (as `npm start`), ROLE=all by default, NODE_ENV=production,
+ *   ours     `node scripts/start.mjs` (as `npm start`: the prebuilt bundle), ROLE=all by default, NODE_ENV=production,
  *            LOG_LEVEL=warning (no access log), rate limits off;
  *
  * each a child process. Endpoints: `/health`; GET by primary key (ours: `GET /user/:id` with an API
@@ -48,6 +48,7 @@ import {
   freePort,
   MICROS_PER_TICK,
   pgClient,
+  spawnStart,
   spawnTsx,
   stop,
   waitFor200
@@ -200,7 +201,7 @@ const startOurs = (databaseUrl: string, role: string) =>
     const port = yield* freePort
     const dataDir = mkdtempSync(join(tmpdir(), "bench-http-"))
     yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dataDir, { recursive: true, force: true })))
-    const child = yield* spawnTsx("src/main.ts", {
+    const child = yield* spawnStart({
       DATABASE_URL: databaseUrl,
       DATABASE_MAX_CONNECTIONS: String(settings.pool),
       HOST: "127.0.0.1",
