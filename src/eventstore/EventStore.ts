@@ -6,7 +6,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Context, Effect, Either, Layer, Option, ParseResult, Schedule, Schema } from "effect"
 import { UUID_PATTERN, uuidv7FromMillis } from "../base/Uuid.js"
-import { inTransaction, textArray } from "../db/Sql.js"
+import { executeInTransaction, inTransaction, textArray } from "../db/Sql.js"
 import { reportConflict } from "../db/Transaction.js"
 import { AppendSignal } from "./AppendSignal.js"
 import type { Checkpoint } from "./Checkpoint.js"
@@ -529,23 +529,23 @@ export const makeEventStore = Effect.gen(function* () {
     const events = JSON.stringify(payload)
     const expected = expectedParam(input.expectedVersion)
     if (publicRows.length === 0 && (locks === undefined || locks.names.length === 0) && keys.length === 0) {
-      return sql<AppendRow>`
+      return executeInTransaction(sql<AppendRow>`
         SELECT outcome, stream_version AS "streamVersion", first_position AS "firstPosition",
                last_position AS "lastPosition", transaction_id AS "transactionId", positions
           FROM event_store.append_events(${input.streamId}, ${input.streamType},
-            ${expected}, ${events}::jsonb, ${recordedAt})`
+            ${expected}, ${events}::jsonb, ${recordedAt})`)
     }
     const created = keys.flatMap((k) =>
       k.kind === "new" ? [{ subject: k.subject, wrapped: k.wrapped, kek: k.kekId }] : []
     )
     const live = keys.flatMap((k) => (k.kind === "live" ? [{ subject: k.subject, wrapped: k.wrapped }] : []))
-    return sql<AppendRow>`
+    return executeInTransaction(sql<AppendRow>`
         SELECT outcome, stream_version AS "streamVersion", first_position AS "firstPosition",
                last_position AS "lastPosition", transaction_id AS "transactionId", positions
           FROM event_store.append_command(${input.streamId}, ${input.streamType}, ${expected},
             ${events}::jsonb, ${recordedAt}, ${locks?.space ?? 0}::int4,
             ${textArray(sql, locks?.names ?? [])}, ${publicEventsPayload(publicRows)}::jsonb,
-            ${JSON.stringify(created)}::jsonb, ${JSON.stringify(live)}::jsonb)`
+            ${JSON.stringify(created)}::jsonb, ${JSON.stringify(live)}::jsonb)`)
   }
 
   const appendOnce = (input: AppendInput): Effect.Effect<AppendResult, AppendError | SqlError> =>
