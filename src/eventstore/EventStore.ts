@@ -5,6 +5,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Context, Effect, Either, Layer, Option, ParseResult, Schedule, Schema } from "effect"
+import { withSpanWhenTracing } from "../base/Span.js"
 import { UUID_PATTERN, uuidv7FromMillis } from "../base/Uuid.js"
 import { executeInTransaction, inTransaction, textArray } from "../db/Sql.js"
 import { reportConflict } from "../db/Transaction.js"
@@ -593,7 +594,7 @@ export const makeEventStore = Effect.gen(function* () {
         recordedAt
       }
     }).pipe(
-      Effect.withSpan("EventStore.append", {
+      withSpanWhenTracing("EventStore.append", {
         attributes: { "stream.id": input.streamId },
         // No call-site capture (a `new Error()` per append) on this hot path; errors keep their own.
         captureStackTrace: false

@@ -9,6 +9,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option } from "effect"
+import { withSpanWhenTracing } from "../base/Span.js"
 import { inTransaction } from "../db/Sql.js"
 import { afterCommit, transactionWith } from "../db/Transaction.js"
 import {
@@ -514,7 +515,7 @@ export const makeCommandRunner = Effect.gen(function* () {
               ...(options.maxAttempts === undefined ? {} : { attempts: options.maxAttempts })
             })
       ).pipe(
-        Effect.withSpan("CommandRunner.execute", {
+        withSpanWhenTracing("CommandRunner.execute", {
           captureStackTrace: false,
           attributes: { "stream.id": streamId, "aggregate.type": decider.streamType }
         })
