@@ -330,9 +330,7 @@ const program = Effect.gen(function* () {
     )
   })
 
-  const emailCheck = Effect.suspend(() =>
-    Effect.provideService(emailHolders(nextInput().email), SqlClient.SqlClient, sql)
-  )
+  const emailCheck = Effect.suspend(() => emailHolders(sql, nextInput().email))
   const transactionFloor = runner.transact(sql`SELECT 1`)
   const statementFloor = sql`SELECT 1`
 

@@ -136,7 +136,7 @@ export const makeCustomers = Effect.gen(function* () {
    * their customer id, so `customerId` excludes both the record itself and its own login.
    */
   const ensureEmailFree = (email: string, customerId?: string) =>
-    Effect.flatMap(withSql(emailHolders(email)), (holders) =>
+    Effect.flatMap(emailHolders(sql, email), (holders) =>
       holders.some((h) => h.customerId === null || h.customerId !== customerId)
         ? Effect.fail(emailTaken)
         : Effect.void

@@ -136,11 +136,10 @@ export const customerEmailHolders = (email: string) =>
  * round trips are its cost): each holder with the customer id it stands for (a login's linked
  * record; null for an admin login). The union of `customerEmailHolders` and identity's `userEmailHolders`.
  */
-export const emailHolders = (email: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => {
-    const normalized = normalizeEmail(email)
-    return executeInTransaction(sql<{ readonly customerId: string | null }>`
+export const emailHolders = (sql: SqlClient.SqlClient, email: string) => {
+  const normalized = normalizeEmail(email)
+  return executeInTransaction(sql<{ readonly customerId: string | null }>`
       SELECT customer_id AS "customerId" FROM ${sql(CUSTOMERS)} WHERE email_normalized = ${normalized}
       UNION ALL
       SELECT customer_id FROM ${sql(USERS_TABLE)} WHERE email_normalized = ${normalized}`)
-  })
+}

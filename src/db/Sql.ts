@@ -9,6 +9,17 @@ export const inTransaction: Effect.Effect<boolean> = Effect.map(
   Option.isSome
 )
 
+/**
+ * `f(whether the current fiber runs inside a caller's transaction)`: `inTransaction` in one fiber
+ * step instead of three, for the command path.
+ */
+export const withTransactionState = <A, E, R>(
+  f: (joined: boolean) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  Effect.withFiberRuntime((fiber) =>
+    f(Option.isSome(Context.getOption(fiber.currentContext, SqlClient.TransactionConnection)))
+  )
+
 /** A `text[]` value from a JS array, passed as one JSON parameter. */
 export const textArray = (sql: SqlClient.SqlClient, values: ReadonlyArray<string>) =>
   sql`ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(values)}::jsonb))`

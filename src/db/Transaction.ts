@@ -9,7 +9,6 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Exit, FiberRef, Option, Scope } from "effect"
-import { inTransaction } from "./Sql.js"
 
 interface AfterCommitRegistry {
   /** Keyed: a later step of the same key replaces the earlier (one wake-up, the newest snapshot). */
@@ -30,16 +29,14 @@ const runLogged = (key: string, step: Effect.Effect<void>) =>
  * every such step is an optimization (a wake-up, a snapshot) that the next poll or write makes up for.
  */
 export const afterCommit = (key: string, step: Effect.Effect<void>): Effect.Effect<void> =>
-  Effect.flatMap(inTransaction, (joined) =>
-    joined
-      ? Effect.flatMap(Effect.serviceOption(AfterCommit), (registry) =>
-          Option.match(registry, {
-            onNone: () => Effect.void,
-            onSome: (r) => Effect.sync(() => r.add(key, step))
-          })
-        )
-      : runLogged(key, step)
-  )
+  Effect.withFiberRuntime((fiber) => {
+    const context = fiber.currentContext
+    if (Option.isNone(Context.getOption(context, SqlClient.TransactionConnection)))
+      return runLogged(key, step)
+    const registry = Context.getOption(context, AfterCommit)
+    if (Option.isSome(registry)) registry.value.add(key, step)
+    return Effect.void
+  })
 
 /** A lost race as a writer reports it (the event store's conflict errors): what the owner's retry reads. */
 export interface ReportedConflict {

@@ -7,7 +7,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Context, Effect, Either, Layer, Option, ParseResult, Schedule, Schema } from "effect"
 import { withSpanWhenTracing } from "../base/Span.js"
 import { UUID_PATTERN, uuidv7FromMillis } from "../base/Uuid.js"
-import { executeInTransaction, inTransaction, textArray } from "../db/Sql.js"
+import { executeInTransaction, textArray, withTransactionState } from "../db/Sql.js"
 import { reportConflict } from "../db/Transaction.js"
 import { AppendSignal } from "./AppendSignal.js"
 import type { Checkpoint } from "./Checkpoint.js"
@@ -701,7 +701,7 @@ export const makeEventStore = Effect.gen(function* () {
    * leaves data under a destroyed key — unreadable, i.e. already shredded.
    */
   const joinOrStandalone = <A>(once: Effect.Effect<A, AppendError | SqlError>) =>
-    Effect.flatMap(inTransaction, (joined) =>
+    withTransactionState((joined) =>
       joined
         ? once.pipe(
             Effect.tap(() => signal.notifyAfterCommit),

@@ -10,7 +10,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option } from "effect"
 import { withSpanWhenTracing } from "../base/Span.js"
-import { inTransaction } from "../db/Sql.js"
+import { withTransactionState } from "../db/Sql.js"
 import { afterCommit, transactionWith } from "../db/Transaction.js"
 import {
   type AppendResult,
@@ -504,10 +504,10 @@ export const makeCommandRunner = Effect.gen(function* () {
     )
 
   const runner: CommandRunnerShape = {
-    transact: (effect) => Effect.flatMap(inTransaction, (joined) => (joined ? effect : owning(effect, {}))),
+    transact: (effect) => withTransactionState((joined) => (joined ? effect : owning(effect, {}))),
     retrying: (attempt, options = {}) => retrying(attempt, options),
     execute: (decider, streamId, command, options = {}) =>
-      Effect.flatMap(inTransaction, (joined) =>
+      withTransactionState((joined) =>
         joined
           ? attempt(decider, streamId, command, options)
           : owning(attempt(decider, streamId, command, options), {
