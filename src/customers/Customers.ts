@@ -170,22 +170,26 @@ export const makeCustomers = Effect.gen(function* () {
 
   const create = (actor: AuthenticatedActor, input: NewCustomerInput) =>
     Effect.gen(function* () {
-      yield* ensureEmailFree(input.email)
       const customerId = yield* Ids.make("cus")
+      // The email check is the transaction's first statement: on its connection, with no
+      // round trip or connection checkout of its own.
       const result = yield* transact(
-        execute(
-          customerId,
-          {
-            _tag: "Create",
+        Effect.zipRight(
+          ensureEmailFree(input.email),
+          execute(
             customerId,
-            email: input.email,
-            firstName: input.firstName,
-            lastName: input.lastName,
-            phone: input.phone ?? null,
-            tags: input.tags ?? [],
-            metadata: input.metadata ?? {}
-          },
-          actor
+            {
+              _tag: "Create",
+              customerId,
+              email: input.email,
+              firstName: input.firstName,
+              lastName: input.lastName,
+              phone: input.phone ?? null,
+              tags: input.tags ?? [],
+              metadata: input.metadata ?? {}
+            },
+            actor
+          )
         )
       ).pipe(
         Effect.catchTag("CustomerLimitExceeded", (e) => Effect.fail(invalidField(e))),

@@ -7,7 +7,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { optionalColumn, textArray } from "../db/Sql.js"
+import { executeInTransaction, optionalColumn, textArray } from "../db/Sql.js"
 import { isShredded, revealOr } from "../eventstore/EventType.js"
 import { normalizeEmail } from "../kernel/Email.js"
 import { defineProjection } from "../kernel/Projection.js"
@@ -49,13 +49,13 @@ export const CustomersProjection = defineProjection({
           case "customer.created": {
             const d = e.data
             if (isShredded(d.email) || isShredded(d.firstName) || isShredded(d.lastName)) break
-            yield* sql`INSERT INTO ${customers} (customer_id, user_id, email, email_normalized, first_name,
+            yield* executeInTransaction(sql`INSERT INTO ${customers} (customer_id, user_id, email, email_normalized, first_name,
                 last_name, phone, tags, metadata, active, created_at, updated_at, version)
               VALUES (${d.customerId}, ${d.userId ?? null}, ${d.email}, ${normalizeEmail(d.email)}, ${d.firstName},
                 ${d.lastName}, ${isShredded(d.phone) ? null : d.phone}, ${textArray(sql, d.tags)},
                 ${JSON.stringify(isShredded(d.metadata) ? {} : d.metadata)}::jsonb, true, ${at}, ${at},
                 ${e.streamVersion})
-              ON CONFLICT (customer_id) DO NOTHING`
+              ON CONFLICT (customer_id) DO NOTHING`)
             break
           }
           case "customer.updated": {

@@ -1,6 +1,7 @@
 /** Read-model lookups of the customers context (`GET /user`, `GET /user/:id`, email ownership). */
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
+import { executeInTransaction } from "../db/Sql.js"
 import type { Sort } from "../http/Lists.js"
 import { USERS_TABLE } from "../identity/index.js"
 import { normalizeEmail } from "../kernel/Email.js"
@@ -139,8 +140,8 @@ export const customerEmailHolders = (email: string) =>
  */
 export const selectEmailHolders = (sql: SqlClient.SqlClient, email: string) => {
   const normalized = normalizeEmail(email)
-  return sql<{ readonly customerId: string | null }>`
-    SELECT customer_id AS "customerId" FROM ${sql(CUSTOMERS)} WHERE email_normalized = ${normalized}
-    UNION ALL
-    SELECT customer_id FROM ${sql(USERS_TABLE)} WHERE email_normalized = ${normalized}`
+  return executeInTransaction(sql<{ readonly customerId: string | null }>`
+      SELECT customer_id AS "customerId" FROM ${sql(CUSTOMERS)} WHERE email_normalized = ${normalized}
+      UNION ALL
+      SELECT customer_id FROM ${sql(USERS_TABLE)} WHERE email_normalized = ${normalized}`)
 }

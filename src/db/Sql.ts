@@ -1,12 +1,24 @@
 /** Small SQL fragments shared by projections and queries. */
-import { SqlClient } from "@effect/sql"
-import { Effect, Option } from "effect"
+import { SqlClient, Statement } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, Effect, FiberRef, Option } from "effect"
 
 /** Whether the current fiber runs inside a caller's transaction (statements then join it). */
 export const inTransaction: Effect.Effect<boolean> = Effect.map(
   Effect.serviceOption(SqlClient.TransactionConnection),
   Option.isSome
 )
+
+/**
+ * `f(whether the current fiber runs inside a caller's transaction)`: `inTransaction` in one fiber
+ * step instead of three, for the command path.
+ */
+export const withTransactionState = <A, E, R>(
+  f: (joined: boolean) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  Effect.withFiberRuntime((fiber) =>
+    f(Option.isSome(Context.getOption(fiber.currentContext, SqlClient.TransactionConnection)))
+  )
 
 /** A `text[]` value from a JS array, passed as one JSON parameter. */
 export const textArray = (sql: SqlClient.SqlClient, values: ReadonlyArray<string>) =>
@@ -25,3 +37,28 @@ export const isUniqueViolation = (error: unknown): boolean => {
 /** `{ [column]: value }` for `sql.update`, or `{}` when the value is undefined (a field left unchanged). */
 export const optionalColumn = <A>(column: string, value: A | undefined): Record<string, A> =>
   value === undefined ? {} : { [column]: value }
+
+/**
+ * Runs `statement` on the current transaction's connection directly, skipping the client's
+ * per-statement machinery (a `sql.execute` span, a scope, the connection lookup: ~60 fiber steps, the
+ * bulk of a statement's node CPU) when nothing could observe the difference: inside a transaction,
+ * with tracing off (the span would be the no-op span), no statement transformer and no row transform
+ * on the statement (our client has none: db/Database.ts). Otherwise it runs as the client runs it.
+ * Same SQL, parameters, rows and errors either way.
+ */
+export const executeInTransaction = <A extends object>(
+  statement: Statement.Statement<A>
+): Effect.Effect<ReadonlyArray<A>, SqlError> =>
+  Effect.withFiberRuntime((fiber) => {
+    const connection = Context.getOption(fiber.currentContext, SqlClient.TransactionConnection)
+    if (
+      Option.isNone(connection) ||
+      fiber.getFiberRef(FiberRef.currentTracerEnabled) ||
+      Option.isSome(fiber.getFiberRef(Statement.currentTransformer)) ||
+      !("transformRows" in statement && statement.transformRows === undefined)
+    ) {
+      return statement
+    }
+    const [text, params] = statement.compile()
+    return connection.value[0].execute(text, params, undefined)
+  })

@@ -9,7 +9,6 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Exit, FiberRef, Option, Scope } from "effect"
-import { inTransaction } from "./Sql.js"
 
 interface AfterCommitRegistry {
   /** Keyed: a later step of the same key replaces the earlier (one wake-up, the newest snapshot). */
@@ -30,16 +29,14 @@ const runLogged = (key: string, step: Effect.Effect<void>) =>
  * every such step is an optimization (a wake-up, a snapshot) that the next poll or write makes up for.
  */
 export const afterCommit = (key: string, step: Effect.Effect<void>): Effect.Effect<void> =>
-  Effect.flatMap(inTransaction, (joined) =>
-    joined
-      ? Effect.flatMap(Effect.serviceOption(AfterCommit), (registry) =>
-          Option.match(registry, {
-            onNone: () => Effect.void,
-            onSome: (r) => Effect.sync(() => r.add(key, step))
-          })
-        )
-      : runLogged(key, step)
-  )
+  Effect.withFiberRuntime((fiber) => {
+    const context = fiber.currentContext
+    if (Option.isNone(Context.getOption(context, SqlClient.TransactionConnection)))
+      return runLogged(key, step)
+    const registry = Context.getOption(context, AfterCommit)
+    if (Option.isSome(registry)) registry.value.add(key, step)
+    return Effect.void
+  })
 
 /** A lost race as a writer reports it (the event store's conflict errors): what the owner's retry reads. */
 export interface ReportedConflict {
@@ -151,6 +148,40 @@ export const openTransaction: Effect.Effect<OwnedTransaction, SqlError, SqlClien
   })
 
 /**
+ * `sql.withTransaction` without its span, for when tracing is off (the span would be the no-op span):
+ * the same steps — a reserved connection, BEGIN, the effect (interruptible as the caller's) with the
+ * connection as the transaction's, COMMIT on success or ROLLBACK (either failing is a defect, as
+ * there), the connection released — in about half the fiber steps. `registry` is provided in the
+ * same context, so joined writers find it.
+ */
+const untracedTransaction = <A, E, R>(
+  sql: SqlClient.SqlClient,
+  effect: Effect.Effect<A, E, R>,
+  registry: AfterCommitRegistry
+): Effect.Effect<A, E | SqlError, R> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(Scope.make(), (scope) =>
+      Effect.flatMap(Scope.extend(sql.reserve, scope), (conn) =>
+        Effect.withFiberRuntime<A, E | SqlError, R>((fiber) => {
+          const context = fiber.currentContext.pipe(
+            Context.add(SqlClient.TransactionConnection, [conn, 0] as const),
+            Context.add(AfterCommit, registry)
+          )
+          return conn.executeUnprepared("BEGIN", [], undefined).pipe(
+            Effect.zipRight(Effect.locally(restore(effect), FiberRef.currentContext, context)),
+            Effect.exit,
+            Effect.flatMap((exit) =>
+              Effect.orDie(
+                conn.executeUnprepared(Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK", [], undefined)
+              ).pipe(Effect.ensuring(Scope.close(scope, exit)), Effect.zipRight(exit))
+            )
+          )
+        })
+      )
+    )
+  )
+
+/**
  * Runs `effect` in the caller's transaction, or opens one and owns it: after its commit it runs what
  * joined writers registered. One attempt: retrying is the owner's caller's choice (kernel's
  * `transact` retries commands that lost a race).
@@ -158,22 +189,23 @@ export const openTransaction: Effect.Effect<OwnedTransaction, SqlError, SqlClien
 export const transactionWith =
   (sql: SqlClient.SqlClient) =>
   <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
-    Effect.flatMap(inTransaction, (joined) =>
-      joined
-        ? effect
-        : Effect.suspend(() => {
-            const steps = new Map<string, Effect.Effect<void>>()
-            const registry: AfterCommitRegistry = { add: (key, step) => void steps.set(key, step) }
-            return Effect.flatMap(
-              sql.withTransaction(Effect.provideService(effect, AfterCommit, registry)),
-              (value) =>
-                Effect.as(
-                  Effect.forEach(steps, ([key, step]) => runLogged(key, step), { discard: true }),
-                  value
-                )
+    Effect.withFiberRuntime((fiber) => {
+      if (Context.getOption(fiber.currentContext, SqlClient.TransactionConnection)._tag === "Some")
+        return effect
+      const steps = new Map<string, Effect.Effect<void>>()
+      const registry: AfterCommitRegistry = { add: (key, step) => void steps.set(key, step) }
+      const owned = fiber.getFiberRef(FiberRef.currentTracerEnabled)
+        ? sql.withTransaction(Effect.provideService(effect, AfterCommit, registry))
+        : untracedTransaction(sql, effect, registry)
+      return Effect.flatMap(owned, (value) =>
+        steps.size === 0
+          ? Effect.succeed(value)
+          : Effect.as(
+              Effect.forEach(steps, ([key, step]) => runLogged(key, step), { discard: true }),
+              value
             )
-          })
-    )
+      )
+    })
 
 /** `transactionWith` over the context's SqlClient. */
 export const transaction = <A, E, R>(

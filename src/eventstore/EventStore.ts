@@ -5,8 +5,9 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Context, Effect, Either, Layer, Option, ParseResult, Schedule, Schema } from "effect"
+import { withSpanWhenTracing } from "../base/Span.js"
 import { UUID_PATTERN, uuidv7FromMillis } from "../base/Uuid.js"
-import { inTransaction, textArray } from "../db/Sql.js"
+import { executeInTransaction, textArray, withTransactionState } from "../db/Sql.js"
 import { reportConflict } from "../db/Transaction.js"
 import { AppendSignal } from "./AppendSignal.js"
 import type { Checkpoint } from "./Checkpoint.js"
@@ -529,23 +530,23 @@ export const makeEventStore = Effect.gen(function* () {
     const events = JSON.stringify(payload)
     const expected = expectedParam(input.expectedVersion)
     if (publicRows.length === 0 && (locks === undefined || locks.names.length === 0) && keys.length === 0) {
-      return sql<AppendRow>`
+      return executeInTransaction(sql<AppendRow>`
         SELECT outcome, stream_version AS "streamVersion", first_position AS "firstPosition",
                last_position AS "lastPosition", transaction_id AS "transactionId", positions
           FROM event_store.append_events(${input.streamId}, ${input.streamType},
-            ${expected}, ${events}::jsonb, ${recordedAt})`
+            ${expected}, ${events}::jsonb, ${recordedAt})`)
     }
     const created = keys.flatMap((k) =>
       k.kind === "new" ? [{ subject: k.subject, wrapped: k.wrapped, kek: k.kekId }] : []
     )
     const live = keys.flatMap((k) => (k.kind === "live" ? [{ subject: k.subject, wrapped: k.wrapped }] : []))
-    return sql<AppendRow>`
+    return executeInTransaction(sql<AppendRow>`
         SELECT outcome, stream_version AS "streamVersion", first_position AS "firstPosition",
                last_position AS "lastPosition", transaction_id AS "transactionId", positions
           FROM event_store.append_command(${input.streamId}, ${input.streamType}, ${expected},
             ${events}::jsonb, ${recordedAt}, ${locks?.space ?? 0}::int4,
             ${textArray(sql, locks?.names ?? [])}, ${publicEventsPayload(publicRows)}::jsonb,
-            ${JSON.stringify(created)}::jsonb, ${JSON.stringify(live)}::jsonb)`
+            ${JSON.stringify(created)}::jsonb, ${JSON.stringify(live)}::jsonb)`)
   }
 
   const appendOnce = (input: AppendInput): Effect.Effect<AppendResult, AppendError | SqlError> =>
@@ -593,7 +594,7 @@ export const makeEventStore = Effect.gen(function* () {
         recordedAt
       }
     }).pipe(
-      Effect.withSpan("EventStore.append", {
+      withSpanWhenTracing("EventStore.append", {
         attributes: { "stream.id": input.streamId },
         // No call-site capture (a `new Error()` per append) on this hot path; errors keep their own.
         captureStackTrace: false
@@ -700,7 +701,7 @@ export const makeEventStore = Effect.gen(function* () {
    * leaves data under a destroyed key — unreadable, i.e. already shredded.
    */
   const joinOrStandalone = <A>(once: Effect.Effect<A, AppendError | SqlError>) =>
-    Effect.flatMap(inTransaction, (joined) =>
+    withTransactionState((joined) =>
       joined
         ? once.pipe(
             Effect.tap(() => signal.notifyAfterCommit),

@@ -9,7 +9,8 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option } from "effect"
-import { inTransaction } from "../db/Sql.js"
+import { withSpanWhenTracing } from "../base/Span.js"
+import { withTransactionState } from "../db/Sql.js"
 import { afterCommit, transactionWith } from "../db/Transaction.js"
 import {
   type AppendResult,
@@ -503,10 +504,10 @@ export const makeCommandRunner = Effect.gen(function* () {
     )
 
   const runner: CommandRunnerShape = {
-    transact: (effect) => Effect.flatMap(inTransaction, (joined) => (joined ? effect : owning(effect, {}))),
+    transact: (effect) => withTransactionState((joined) => (joined ? effect : owning(effect, {}))),
     retrying: (attempt, options = {}) => retrying(attempt, options),
     execute: (decider, streamId, command, options = {}) =>
-      Effect.flatMap(inTransaction, (joined) =>
+      withTransactionState((joined) =>
         joined
           ? attempt(decider, streamId, command, options)
           : owning(attempt(decider, streamId, command, options), {
@@ -514,7 +515,7 @@ export const makeCommandRunner = Effect.gen(function* () {
               ...(options.maxAttempts === undefined ? {} : { attempts: options.maxAttempts })
             })
       ).pipe(
-        Effect.withSpan("CommandRunner.execute", {
+        withSpanWhenTracing("CommandRunner.execute", {
           captureStackTrace: false,
           attributes: { "stream.id": streamId, "aggregate.type": decider.streamType }
         })

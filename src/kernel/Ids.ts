@@ -35,13 +35,27 @@ export type IdPrefix = (typeof ID_PREFIXES)[number]
 const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 const DECODE = new Map([...ALPHABET].map((c, i) => [c, i]))
 
-/** 128 bits → 26 base32 characters (the first carries 3 bits, so it is 0-7). */
+/**
+ * 128 bits → 26 base32 characters (the first carries 3 bits, so it is 0-7): the bits as 130 with
+ * two leading zeros, five at a time from the top, read hex digit by hex digit (no BigInt: an id is
+ * minted on every create).
+ */
 export const encodeUuid = (uuid: string): string => {
-  let n = BigInt(`0x${uuid.replace(/-/g, "")}`)
   let out = ""
-  for (let i = 0; i < 26; i++) {
-    out = ALPHABET[Number(n & 31n)] + out
-    n >>= 5n
+  let bits = 2
+  let acc = 0
+  for (let i = 0; i < uuid.length; i++) {
+    const code = uuid.charCodeAt(i)
+    if (code === 45) continue // "-"
+    // 0-9 → 0-9, a-f / A-F → 10-15 (the caller passes a checked UUID)
+    const digit = code <= 57 ? code - 48 : (code | 32) - 87
+    acc = (acc << 4) | digit
+    bits += 4
+    if (bits >= 5) {
+      bits -= 5
+      out += ALPHABET[(acc >> bits) & 31]
+      acc &= (1 << bits) - 1
+    }
   }
   return out
 }

@@ -2,8 +2,8 @@
  * The SQL statements a request sends, counted on the wire (test/support/wire.ts: a proxy between the
  * service and the database reads the client's Query and Execute messages; BEGIN and COMMIT count),
  * so a regression in round trips fails here. Issue #17 sets ≤ 7 statements per command. A
- * `POST /user` with an API key sends 5 (13 before #17): the email check (customer records and logins
- * in one statement), BEGIN, the append (which also creates the new customer's data key, takes the
+ * `POST /user` with an API key sends 5 (13 before #17): BEGIN, the email check (customer records and
+ * logins in one statement), the append (which also creates the new customer's data key, takes the
  * projection's shared lock and writes the public event), the read-model INSERT and COMMIT. A creation
  * reads no stream (its id was just minted), and a known API key is not looked up again (cached,
  * revocations polled every second).
