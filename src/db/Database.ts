@@ -6,6 +6,7 @@
 import { existsSync, mkdirSync, openAsBlob, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { setFlagsFromString } from "node:v8"
 import type { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
@@ -208,9 +209,19 @@ export const clusterTemplate = {
 const isFreshDataDir = (dataDir: string) =>
   isMemoryDataDir(dataDir) || !existsSync(join(dataDir, "PG_VERSION"))
 
+/**
+ * V8 tiers hot WASM functions up to TurboFan on its background threads, by default as many compile
+ * tasks at once as it has threads. Each thread's malloc arena keeps what those compilations freed,
+ * so the idle RSS kept ~60 MB more after the burst of a first start (template unpack, migrations)
+ * and ~25 MB more after a warm one. One task compiles the same code, one function at a time. Read
+ * when a compilation starts, so setting it just before PGlite compiles its module is enough.
+ */
+const limitWasmCompilationThreads = () => setFlagsFromString("--wasm-num-compilation-tasks=1")
+
 /** Opens PGlite and serves it on 127.0.0.1; both close with the scope. Returns the port. */
 const serveEmbedded = (dataDir: string) =>
   Effect.gen(function* () {
+    limitWasmCompilationThreads()
     const db = yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: async () => {
