@@ -3,6 +3,7 @@
  * served in-process over a local socket (`EmbeddedServer.ts`). Both are reached through the very same `@effect/sql-pg`
  * client, so there is one SQL dialect and one code path.
  */
+import { spawn } from "node:child_process"
 import { existsSync, mkdirSync, openAsBlob, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -17,6 +18,7 @@ import pg from "pg"
 import { AppConfig, isMemoryDataDir } from "../config.js"
 import { claimDataDir, type DataDirLocked } from "./DataDirLock.js"
 import { startEmbeddedServer } from "./EmbeddedServer.js"
+import { migrate } from "./Migrations.js"
 import { preparingClient } from "./PreparedStatements.js"
 
 export interface DatabaseInfoShape {
@@ -226,9 +228,83 @@ const limitWasmCompilationThreads = () => setFlagsFromString("--wasm-num-compila
  */
 const EMBEDDED_START_PARAMS = [...PGlite.defaultStartParams, "-c", "shared_buffers=64MB"]
 
-/** Opens PGlite and serves it on 127.0.0.1; both close with the scope. Returns the port. */
-const serveEmbedded = (dataDir: string) =>
+/**
+ * Only the prebuilt bundle (`npm start`) can be imported by a plain `node` child; under tsx or
+ * vitest a fresh directory is created in-process, as before.
+ */
+const childCanImportThisModule = import.meta.url.endsWith(".mjs")
+
+/**
+ * A fresh data directory is created (template unpack or initdb) and migrated in a short-lived
+ * child process: the malloc arenas of the process that does it keep ~130 MB of what that work
+ * freed (closing and reopening PGlite in-process returns none of it), so the service then opens it
+ * as on a warm start. Resolves to what the child applied, which the service logs as its own
+ * migrations would (none when the child failed: the service then does what is left itself, and
+ * reports any error).
+ */
+const prepareInChild = (dataDir: string) =>
+  Effect.async<AppliedInChild | undefined>((resume) => {
+    const script =
+      `const { prepareEmbeddedDataDir } = await import(${JSON.stringify(import.meta.url)});` +
+      `process.stdout.write("\\n" + (await prepareEmbeddedDataDir(${JSON.stringify(dataDir)})))`
+    const child = spawn(process.execPath, ["--input-type=module", "--eval", script], {
+      stdio: ["ignore", "pipe", "ignore"]
+    })
+    let output = ""
+    let done = false
+    const finish = (applied: AppliedInChild | undefined) => {
+      if (done) return
+      done = true
+      resume(Effect.succeed(applied))
+    }
+    child.stdout.on("data", (chunk: Buffer) => {
+      output += chunk.toString("utf8")
+    })
+    child.on("error", () => finish(undefined))
+    child.on("close", (code) => {
+      const [current = "", ...migrations] = output.slice(output.lastIndexOf("\n") + 1).split(" ")
+      const schema = Number(current)
+      finish(code === 0 && Number.isSafeInteger(schema) ? { schema, migrations } : undefined)
+    })
+    return Effect.sync(() => child.kill())
+  })
+
+/** What the child applied: the schema's migration after it, and each `<id>_<name>` applied. */
+interface AppliedInChild {
+  readonly schema: number
+  readonly migrations: ReadonlyArray<string>
+}
+
+/**
+ * The child's work (`prepareInChild`): creates and migrates `dataDir`, then closes it. Resolves to
+ * `<schema> <id>_<name> …` (names have no spaces). The service holds the directory's lock.
+ */
+export const prepareEmbeddedDataDir = (dataDir: string): Promise<string> =>
+  Effect.runPromise(
+    Effect.scoped(
+      Effect.gen(function* () {
+        const port = yield* serveEmbedded(dataDir, false)
+        const info: DatabaseInfoShape = { kind: "embedded", dataDir: Option.some(dataDir), ephemeral: false }
+        const report = yield* migrate().pipe(Effect.provide(embeddedClient(port, info)))
+        return [report.current, ...report.applied.map((m) => `${m.id}_${m.name}`)].join(" ")
+      })
+    )
+  )
+
+/**
+ * Opens PGlite and serves it on 127.0.0.1; both close with the scope. Returns the port. A fresh
+ * directory on disk is first made by a child process when `inChild` (and the bundle runs).
+ */
+const serveEmbedded = (dataDir: string, inChild = true) =>
   Effect.gen(function* () {
+    if (inChild && childCanImportThisModule && !isMemoryDataDir(dataDir) && isFreshDataDir(dataDir)) {
+      const applied = yield* prepareInChild(dataDir)
+      // The lines migrate() and MigrationsLive log when the service applies migrations itself.
+      if (applied !== undefined && applied.migrations.length > 0) {
+        for (const migration of applied.migrations) yield* Effect.logInfo(`applied migration ${migration}`)
+        yield* Effect.logInfo(`database schema at migration ${applied.schema}`)
+      }
+    }
     limitWasmCompilationThreads()
     const db = yield* Effect.acquireRelease(
       Effect.tryPromise({
