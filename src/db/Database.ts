@@ -244,11 +244,15 @@ const childCanImportThisModule = import.meta.url.endsWith(".mjs")
  */
 const prepareInChild = (dataDir: string) =>
   Effect.async<AppliedInChild | undefined>((resume) => {
+    // The child stops when its stdin closes, i.e. when the service is gone (killed): no orphan
+    // keeps writing a directory whose lock was released.
     const script =
+      `process.stdin.on("close", () => process.exit(1)).resume();` +
       `const { prepareEmbeddedDataDir } = await import(${JSON.stringify(import.meta.url)});` +
-      `process.stdout.write("\\n" + (await prepareEmbeddedDataDir(${JSON.stringify(dataDir)})))`
+      `const applied = await prepareEmbeddedDataDir(${JSON.stringify(dataDir)});` +
+      `process.stdout.write("\\n" + applied, () => process.exit(0))`
     const child = spawn(process.execPath, ["--input-type=module", "--eval", script], {
-      stdio: ["ignore", "pipe", "ignore"]
+      stdio: ["pipe", "pipe", "ignore"]
     })
     let output = ""
     let done = false
@@ -266,7 +270,12 @@ const prepareInChild = (dataDir: string) =>
       const schema = Number(current)
       finish(code === 0 && Number.isSafeInteger(schema) ? { schema, migrations } : undefined)
     })
-    return Effect.sync(() => child.kill())
+    // Interrupted (SIGTERM during the first start): the child finishes rather than leave a
+    // half-unpacked cluster, as the unpack did in-process; the shutdown budget bounds the wait.
+    return Effect.async<void>((resumeAfterExit) => {
+      if (child.exitCode !== null || child.signalCode !== null) resumeAfterExit(Effect.void)
+      else child.once("close", () => resumeAfterExit(Effect.void))
+    })
   })
 
 /** What the child applied: the schema's migration after it, and each `<id>_<name>` applied. */
