@@ -14,6 +14,9 @@ import { processors, projections } from "./registry.js"
 import { HttpLive } from "./server.js"
 import { servicesLayer } from "./services.js"
 
+// For the child process that creates a fresh embedded data directory (Database.ts).
+export { prepareEmbeddedDataDir } from "./db/Database.js"
+
 export const ServicesLive = servicesLayer({ processors, projections })
 
 /**

@@ -6,7 +6,9 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { once } from "node:events"
-import { readdirSync, readFileSync, statSync } from "node:fs"
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { freePort } from "./support/service.js"
 
@@ -131,4 +133,41 @@ describe("npm start", () => {
       if (child.exitCode === null) child.kill("SIGKILL")
     }
   }, 90_000)
+
+  it("creates and migrates a fresh data directory (in a child process), which keeps its data", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "cp-main-fresh-"))
+    const email = "fresh-admin@example.com"
+    const password = "a strong admin password"
+    const env = { DATA_DIR: dataDir, PGLITE_DATA_DIR: join(dataDir, "pglite"), LOG_LEVEL: "info" }
+    const run = async (extraEnv: NodeJS.ProcessEnv) => {
+      // Not destructured: `output` grows as the service logs.
+      const service = await start({ ...env, ...extraEnv })
+      const { port, child } = service
+      try {
+        await waitFor(`http://127.0.0.1:${port}/health`, child, 60_000)
+        const login = await fetch(`http://127.0.0.1:${port}/auth/login`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ email, password })
+        })
+        expect(login.status, service.output).toBe(200)
+        child.kill("SIGTERM")
+        const [code] = (await once(child, "exit")) as [number | null]
+        expect(code, service.output).toBe(0)
+        return service.output
+      } finally {
+        if (child.exitCode === null) child.kill("SIGKILL")
+      }
+    }
+    try {
+      const first = await run({ ADMIN_EMAIL: email, ADMIN_PASSWORD: password })
+      expect(first).toContain("applied migration 1_event_store")
+      expect(first).toMatch(/database schema at migration \d+/)
+      // The admin created on the first start is still there; nothing is left to migrate.
+      const warm = await run({})
+      expect(warm).not.toContain("applied migration")
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true })
+    }
+  }, 120_000)
 })

@@ -46,6 +46,12 @@ export const cpuTicks = (pid: number) => {
   return f === undefined ? 0 : Number(f[11]) + Number(f[12])
 }
 
+/** CPU ticks of a process and of its children it has waited for (fields 16 and 17: cutime, cstime). */
+export const cpuTicksWithChildren = (pid: number) => {
+  const f = statFields(pid)
+  return f === undefined ? 0 : Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])
+}
+
 /** VmRSS of a process, in KiB (undefined when it is gone). */
 export const rssKiB = (pid: number) => {
   try {

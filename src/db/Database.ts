@@ -3,9 +3,11 @@
  * served in-process over a local socket (`EmbeddedServer.ts`). Both are reached through the very same `@effect/sql-pg`
  * client, so there is one SQL dialect and one code path.
  */
+import { spawn } from "node:child_process"
 import { existsSync, mkdirSync, openAsBlob, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { setFlagsFromString } from "node:v8"
 import type { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
@@ -16,6 +18,7 @@ import pg from "pg"
 import { AppConfig, isMemoryDataDir } from "../config.js"
 import { claimDataDir, type DataDirLocked } from "./DataDirLock.js"
 import { startEmbeddedServer } from "./EmbeddedServer.js"
+import { migrate } from "./Migrations.js"
 import { preparingClient } from "./PreparedStatements.js"
 
 export interface DatabaseInfoShape {
@@ -208,9 +211,110 @@ export const clusterTemplate = {
 const isFreshDataDir = (dataDir: string) =>
   isMemoryDataDir(dataDir) || !existsSync(join(dataDir, "PG_VERSION"))
 
-/** Opens PGlite and serves it on 127.0.0.1; both close with the scope. Returns the port. */
-const serveEmbedded = (dataDir: string) =>
+/**
+ * V8 tiers hot WASM functions up to TurboFan on its background threads, by default as many compile
+ * tasks at once as it has threads. Each thread's malloc arena keeps what those compilations freed,
+ * so the idle RSS kept ~60 MB more after the burst of a first start (template unpack, migrations)
+ * and ~25 MB more after a warm one. One task compiles the same code, one function at a time. Read
+ * when a compilation starts, so setting it just before PGlite compiles its module is enough.
+ */
+const limitWasmCompilationThreads = () => setFlagsFromString("--wasm-num-compilation-tasks=1")
+
+/**
+ * PGlite's default `shared_buffers` (128 MB) is resident from the start, used or not: ~70 MB of
+ * the idle RSS go with halving it. Pages past it are read back from the OS page cache: on a 60 MB
+ * table, point reads and updates cost the same and a full scan ~30% more CPU (scratch bench);
+ * smaller values cost more (32 MB: point reads +8%, updates +15%, scans ×1.8).
+ */
+const EMBEDDED_START_PARAMS = [...PGlite.defaultStartParams, "-c", "shared_buffers=64MB"]
+
+/**
+ * Only the prebuilt bundle (`npm start`) can be imported by a plain `node` child; under tsx or
+ * vitest a fresh directory is created in-process, as before.
+ */
+const childCanImportThisModule = import.meta.url.endsWith(".mjs")
+
+/**
+ * A fresh data directory is created (template unpack or initdb) and migrated in a short-lived
+ * child process: the malloc arenas of the process that does it keep ~130 MB of what that work
+ * freed (closing and reopening PGlite in-process returns none of it), so the service then opens it
+ * as on a warm start. Resolves to what the child applied, which the service logs as its own
+ * migrations would (none when the child failed: the service then does what is left itself, and
+ * reports any error).
+ */
+const prepareInChild = (dataDir: string) =>
+  Effect.async<AppliedInChild | undefined>((resume) => {
+    // The child stops when its stdin closes, i.e. when the service is gone (killed): no orphan
+    // keeps writing a directory whose lock was released.
+    const script =
+      `process.stdin.on("close", () => process.exit(1)).resume();` +
+      `const { prepareEmbeddedDataDir } = await import(${JSON.stringify(import.meta.url)});` +
+      `const applied = await prepareEmbeddedDataDir(${JSON.stringify(dataDir)});` +
+      `process.stdout.write("\\n" + applied, () => process.exit(0))`
+    const child = spawn(process.execPath, ["--input-type=module", "--eval", script], {
+      stdio: ["pipe", "pipe", "ignore"]
+    })
+    let output = ""
+    let done = false
+    const finish = (applied: AppliedInChild | undefined) => {
+      if (done) return
+      done = true
+      resume(Effect.succeed(applied))
+    }
+    child.stdout.on("data", (chunk: Buffer) => {
+      output += chunk.toString("utf8")
+    })
+    child.on("error", () => finish(undefined))
+    child.on("close", (code) => {
+      const [current = "", ...migrations] = output.slice(output.lastIndexOf("\n") + 1).split(" ")
+      const schema = Number(current)
+      finish(code === 0 && Number.isSafeInteger(schema) ? { schema, migrations } : undefined)
+    })
+    // Interrupted (SIGTERM during the first start): the child finishes rather than leave a
+    // half-unpacked cluster, as the unpack did in-process; the shutdown budget bounds the wait.
+    return Effect.async<void>((resumeAfterExit) => {
+      if (child.exitCode !== null || child.signalCode !== null) resumeAfterExit(Effect.void)
+      else child.once("close", () => resumeAfterExit(Effect.void))
+    })
+  })
+
+/** What the child applied: the schema's migration after it, and each `<id>_<name>` applied. */
+interface AppliedInChild {
+  readonly schema: number
+  readonly migrations: ReadonlyArray<string>
+}
+
+/**
+ * The child's work (`prepareInChild`): creates and migrates `dataDir`, then closes it. Resolves to
+ * `<schema> <id>_<name> …` (names have no spaces). The service holds the directory's lock.
+ */
+export const prepareEmbeddedDataDir = (dataDir: string): Promise<string> =>
+  Effect.runPromise(
+    Effect.scoped(
+      Effect.gen(function* () {
+        const port = yield* serveEmbedded(dataDir, false)
+        const info: DatabaseInfoShape = { kind: "embedded", dataDir: Option.some(dataDir), ephemeral: false }
+        const report = yield* migrate().pipe(Effect.provide(embeddedClient(port, info)))
+        return [report.current, ...report.applied.map((m) => `${m.id}_${m.name}`)].join(" ")
+      })
+    )
+  )
+
+/**
+ * Opens PGlite and serves it on 127.0.0.1; both close with the scope. Returns the port. A fresh
+ * directory on disk is first made by a child process when `inChild` (and the bundle runs).
+ */
+const serveEmbedded = (dataDir: string, inChild = true) =>
   Effect.gen(function* () {
+    if (inChild && childCanImportThisModule && !isMemoryDataDir(dataDir) && isFreshDataDir(dataDir)) {
+      const applied = yield* prepareInChild(dataDir)
+      // The lines migrate() and MigrationsLive log when the service applies migrations itself.
+      if (applied !== undefined && applied.migrations.length > 0) {
+        for (const migration of applied.migrations) yield* Effect.logInfo(`applied migration ${migration}`)
+        yield* Effect.logInfo(`database schema at migration ${applied.schema}`)
+      }
+    }
+    limitWasmCompilationThreads()
     const db = yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: async () => {
@@ -220,6 +324,7 @@ const serveEmbedded = (dataDir: string) =>
           const db = await PGlite.create(dataDir, {
             // pg_trgm backs the customer search index (migration 0006), as on a PostgreSQL server.
             extensions: { pg_trgm },
+            startParams: EMBEDDED_START_PARAMS,
             ...(template === undefined ? {} : { loadDataDir: template })
           })
           // Right after initdb, before any migration: the cluster exactly as initdb left it.
