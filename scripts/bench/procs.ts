@@ -103,7 +103,23 @@ export const spawnTsx = (script: string, env: Readonly<Record<string, string | u
  * first when stale), one node process; otherwise as `spawnTsx`.
  */
 export const spawnStart = (env: Readonly<Record<string, string | undefined>>) =>
-  spawnChild(["scripts/start.mjs"], "scripts/start.mjs", env, false)
+  spawnChild([...startFlags(), "scripts/start.mjs"], "scripts/start.mjs", env, false)
+
+/**
+ * The node flags `npm start` runs with: package.json's `start` script is
+ * `node <flags> scripts/start.mjs`, so the benches run the service exactly as it is started.
+ */
+const startFlags = (): ReadonlyArray<string> => {
+  const manifest: unknown = JSON.parse(readFileSync(`${ROOT}package.json`, "utf8"))
+  const scripts =
+    typeof manifest === "object" && manifest !== null ? Reflect.get(manifest, "scripts") : undefined
+  const start = typeof scripts === "object" && scripts !== null ? Reflect.get(scripts, "start") : undefined
+  const words = typeof start === "string" ? start.trim().split(/\s+/) : []
+  if (words[0] !== "node" || words[words.length - 1] !== "scripts/start.mjs") {
+    throw new Error(`package.json's start script is not "node [flags] scripts/start.mjs": ${String(start)}`)
+  }
+  return words.slice(1, -1)
+}
 
 const spawnChild = (
   argv: ReadonlyArray<string>,
