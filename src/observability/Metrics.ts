@@ -97,19 +97,27 @@ export const routeMatcher = (templates: ReadonlyArray<string>): ((path: string) 
         params,
         // A template without `*` only matches paths of its own segment count (a trailing slash aside).
         segments: segments.includes("*") ? undefined : segments.length,
+        // Its first segment is a parameter (or `*`): it can match any first segment.
+        firstParam: (segments[1] ?? "").startsWith(":") || segments[1] === "*",
         regex: new RegExp(`^${pattern}/?$`)
       }
     })
     .sort((a, b) => a.params - b.params)
   const exact = new Map(compiled.filter((c) => c.params === 0).map((c) => [c.template, c.template]))
-  // Per segment count, the templates a path of that count can match, in the order above: a request
-  // tests a handful of regexes, not every route's.
-  const bySegments = new Map<number, ReadonlyArray<(typeof compiled)[number]>>()
-  const candidates = (count: number) => {
-    let list = bySegments.get(count)
+  // Per segment count and first segment (`/user/…` with 3 segments), the templates a path can match,
+  // in the order above: a request tests one or two regexes, not every route's.
+  const byShape = new Map<string, ReadonlyArray<(typeof compiled)[number]>>()
+  const candidates = (count: number, first: string) => {
+    const key = `${count}/${first}`
+    let list = byShape.get(key)
     if (list === undefined) {
-      list = compiled.filter((c) => c.segments === undefined || c.segments === count)
-      if (count <= 64) bySegments.set(count, list)
+      list = compiled.filter(
+        (c) =>
+          c.segments === undefined ||
+          (c.segments === count && (c.firstParam || firstSegment(c.template) === first))
+      )
+      // Bounded: a client inventing first segments must not grow this map without end.
+      if (count <= 64 && byShape.size < 1024) byShape.set(key, list)
     }
     return list
   }
@@ -119,8 +127,14 @@ export const routeMatcher = (templates: ReadonlyArray<string>): ((path: string) 
     let count = 1
     for (let i = 0; i < path.length; i++) if (path.charCodeAt(i) === 47 /* / */) count++
     if (path.length > 1 && path.endsWith("/")) count--
-    return candidates(count).find((c) => c.regex.test(path))?.template ?? "unmatched"
+    return candidates(count, firstSegment(path)).find((c) => c.regex.test(path))?.template ?? "unmatched"
   }
+}
+
+/** `/user/…` → `user`. */
+const firstSegment = (path: string) => {
+  const end = path.indexOf("/", 1)
+  return end === -1 ? path.slice(1) : path.slice(1, end)
 }
 
 // --- request metrics ---------------------------------------------------------------------------
@@ -144,35 +158,52 @@ export interface HttpMetricsShape {
 
 export class HttpMetrics extends Context.Tag("HttpMetrics")<HttpMetrics, HttpMetricsShape>() {}
 
+interface RequestCounter {
+  readonly labels: Labels
+  value: number
+}
+
 interface HistogramCell {
   readonly labels: Labels
+  /** Per bucket, the requests that fell in it and no lower one (made cumulative when scraped). */
   readonly counts: Array<number>
   sum: number
   count: number
+  /** This method and route's request counter per status. */
+  readonly byStatus: Map<number, RequestCounter>
 }
 
 export const makeHttpMetrics = (matchRoute: (path: string) => string): HttpMetricsShape => {
-  const requests = new Map<string, { readonly labels: Labels; value: number }>()
+  // Every request records here: one map lookup by method and route, one by status, one bucket
+  // incremented; the cumulative bucket counts are summed when scraped.
+  const requests: Array<RequestCounter> = []
   const durations = new Map<string, HistogramCell>()
   return {
     record: (info) =>
       Effect.sync(() => {
         const method = metricMethod(info.method)
         const route = matchRoute(info.route)
-        const status = String(info.status)
-        const rk = `${method} ${route} ${status}`
-        const counter = requests.get(rk)
-        if (counter) counter.value++
-        else requests.set(rk, { labels: { method, route, status }, value: 1 })
-        const hk = `${method} ${route}`
-        let cell = durations.get(hk)
-        if (!cell) {
-          cell = { labels: { method, route }, counts: DURATION_BUCKETS.map(() => 0), sum: 0, count: 0 }
-          durations.set(hk, cell)
+        const key = `${method} ${route}`
+        let cell = durations.get(key)
+        if (cell === undefined) {
+          cell = {
+            labels: { method, route },
+            counts: DURATION_BUCKETS.map(() => 0),
+            sum: 0,
+            count: 0,
+            byStatus: new Map()
+          }
+          durations.set(key, cell)
         }
-        for (let i = 0; i < DURATION_BUCKETS.length; i++) {
-          if (info.seconds <= (DURATION_BUCKETS[i] ?? 0)) cell.counts[i] = (cell.counts[i] ?? 0) + 1
+        const counter = cell.byStatus.get(info.status)
+        if (counter !== undefined) counter.value++
+        else {
+          const created = { labels: { method, route, status: String(info.status) }, value: 1 }
+          cell.byStatus.set(info.status, created)
+          requests.push(created)
         }
+        const bucket = DURATION_BUCKETS.findIndex((le) => info.seconds <= le)
+        if (bucket !== -1) cell.counts[bucket] = (cell.counts[bucket] ?? 0) + 1
         cell.sum += info.seconds
         cell.count++
       }),
@@ -181,24 +212,24 @@ export const makeHttpMetrics = (matchRoute: (path: string) => string): HttpMetri
         name: "http_requests_total",
         help: "HTTP requests answered, by method, route template and status.",
         type: "counter",
-        samples: [...requests.values()].map((c) => ({ labels: c.labels, value: c.value }))
+        samples: requests.map((c) => ({ labels: c.labels, value: c.value }))
       },
       {
         name: "http_request_duration_seconds",
         help: "Time to the response head, by method and route template.",
         type: "histogram",
-        samples: [...durations.values()].flatMap(
-          (cell): Array<Sample> => [
-            ...DURATION_BUCKETS.map((le, i) => ({
-              suffix: "_bucket",
-              labels: { ...cell.labels, le: String(le) },
-              value: cell.counts[i] ?? 0
-            })),
+        samples: [...durations.values()].flatMap((cell): Array<Sample> => {
+          let cumulative = 0
+          return [
+            ...DURATION_BUCKETS.map((le, i) => {
+              cumulative += cell.counts[i] ?? 0
+              return { suffix: "_bucket", labels: { ...cell.labels, le: String(le) }, value: cumulative }
+            }),
             { suffix: "_bucket", labels: { ...cell.labels, le: "+Inf" }, value: cell.count },
             { suffix: "_sum", labels: cell.labels, value: cell.sum },
             { suffix: "_count", labels: cell.labels, value: cell.count }
           ]
-        )
+        })
       }
     ])
   }
