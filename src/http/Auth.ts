@@ -79,18 +79,21 @@ export const AuthenticationLive = Layer.effect(
     return Authentication.of({
       // The platform's decoded token is "" for a missing header and ignores the scheme: read the
       // header itself instead.
+      // Runs on every authenticated request: plain steps, no generator.
       bearer: () =>
-        Effect.gen(function* () {
-          const request = yield* HttpServerRequest.HttpServerRequest
-          const actor = yield* authenticate(verifier, request.headers.authorization)
-          const route = yield* Effect.serviceOption(HttpRouter.RouteContext)
+        Effect.withFiberRuntime((fiber) => {
+          const context = fiber.currentContext
+          const request = Context.unsafeGet(context, HttpServerRequest.HttpServerRequest)
+          const route = Context.getOption(context, HttpRouter.RouteContext)
           const rule = Option.flatMapNullable(route, (r) =>
             scopes.get(routeKey(r.route.method, r.route.path))
           )
-          if (Option.isNone(rule)) return actor
-          if (!hasScope(actor, rule.value.scope)) return yield* Effect.fail(insufficient(rule.value.scope))
-          if (rule.value.staffOnly && actor.role === "customer") return yield* Effect.fail(staffOnly)
-          return actor
+          return Effect.flatMap(authenticate(verifier, request.headers.authorization), (actor) => {
+            if (Option.isNone(rule)) return Effect.succeed(actor)
+            if (!hasScope(actor, rule.value.scope)) return Effect.fail(insufficient(rule.value.scope))
+            if (rule.value.staffOnly && actor.role === "customer") return Effect.fail(staffOnly)
+            return Effect.succeed(actor)
+          })
         })
     })
   })
