@@ -97,8 +97,12 @@ export const derive = <P extends IdPrefix>(prefix: P, key: string, timestampMs: 
   fromUuid(prefix, derivedUuid(Math.max(0, Math.floor(timestampMs)).toString(16), key))
 
 export const isValid = (prefix: IdPrefix, id: string): boolean => {
-  if (!id.startsWith(`${prefix}_`)) return false
-  return decodeToUuid(id.slice(prefix.length + 1)) !== undefined
+  if (id.length !== prefix.length + 27 || !id.startsWith(`${prefix}_`)) return false
+  // What decodeToUuid accepts, without decoding (every request naming an id checks one).
+  const first = id.charCodeAt(prefix.length + 1)
+  if (first < 48 || first > 55) return false // 0-7: the first character carries 3 bits
+  for (let i = prefix.length + 2; i < id.length; i++) if (!DECODE.has(id.charAt(i))) return false
+  return true
 }
 
 export const toUuid = (prefix: IdPrefix, id: string): string | undefined =>
