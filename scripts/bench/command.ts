@@ -36,7 +36,7 @@ import { SqlClient } from "@effect/sql"
 import { Console, Effect, Either, Layer, Logger, LogLevel, Schema } from "effect"
 import { REQUEST_ID_ANNOTATION } from "../../src/base/RequestId.js"
 import { uuidv7FromMillis } from "../../src/base/Uuid.js"
-import { Customers, type NewCustomerInput } from "../../src/customers/Customers.js"
+import { Customers, createCustomerCommand, type NewCustomerInput } from "../../src/customers/Customers.js"
 import { CustomerDecider, customerStream } from "../../src/customers/decider.js"
 import { CustomerCreated } from "../../src/customers/events.js"
 import { selectEmailHolders } from "../../src/customers/queries.js"
@@ -169,16 +169,6 @@ const program = Effect.gen(function* () {
   const keyring = yield* Keyring
   const sql = yield* SqlClient.SqlClient
 
-  const createCommand = (customerId: string, input: NewCustomerInput) => ({
-    _tag: "Create" as const,
-    customerId,
-    email: input.email,
-    firstName: input.firstName,
-    lastName: input.lastName,
-    phone: input.phone ?? null,
-    tags: input.tags ?? [],
-    metadata: input.metadata ?? {}
-  })
   const metadata = () => ({ actor: { type: actor.type, id: actor.id }, requestId: `req_${runId}${counter}` })
 
   const useCase = Effect.suspend(() => withRequestId(customers.create(actor, nextInput())))
@@ -187,10 +177,15 @@ const program = Effect.gen(function* () {
     const customerId = Ids.fromUuid("cus", uuidv7FromMillis(Date.now()))
     return withRequestId(
       runner.transact(
-        runner.execute(CustomerDecider, customerStream(customerId), createCommand(customerId, nextInput()), {
-          metadata: metadata(),
-          newStream: true
-        })
+        runner.execute(
+          CustomerDecider,
+          customerStream(customerId),
+          createCustomerCommand(customerId, nextInput()),
+          {
+            metadata: metadata(),
+            newStream: true
+          }
+        )
       )
     )
   })
@@ -201,7 +196,7 @@ const program = Effect.gen(function* () {
     const streamId = customerStream(customerId)
     const meta = metadata()
     return Effect.map(
-      CustomerDecider.decide(createCommand(customerId, nextInput()), CustomerDecider.initialState),
+      CustomerDecider.decide(createCustomerCommand(customerId, nextInput()), CustomerDecider.initialState),
       (decided) => {
         const now = Date.now()
         const recordedAt = new Date(now)
@@ -250,15 +245,7 @@ const program = Effect.gen(function* () {
     const customerId = Ids.fromUuid("cus", uuidv7FromMillis(Date.now()))
     const streamId = customerStream(customerId)
     const input = nextInput()
-    const data = {
-      customerId,
-      email: input.email,
-      firstName: input.firstName,
-      lastName: input.lastName,
-      phone: input.phone ?? null,
-      tags: input.tags ?? [],
-      metadata: input.metadata ?? {}
-    }
+    const { _tag, ...data } = createCustomerCommand(customerId, input)
     return runner.transact(
       store.append({
         streamId,

@@ -43,6 +43,21 @@ export interface NewCustomerInput {
   readonly metadata?: Readonly<Record<string, unknown>> | undefined
 }
 
+/** The `Create` command for a new customer's input (optional fields at their defaults). */
+export const createCustomerCommand = (
+  customerId: string,
+  input: NewCustomerInput
+): Extract<CustomerCommand, { readonly _tag: "Create" }> => ({
+  _tag: "Create",
+  customerId,
+  email: input.email,
+  firstName: input.firstName,
+  lastName: input.lastName,
+  phone: input.phone ?? null,
+  tags: input.tags ?? [],
+  metadata: input.metadata ?? {}
+})
+
 export interface CustomerPatchInput {
   readonly email?: string | undefined
   readonly firstName?: string | undefined
@@ -176,20 +191,7 @@ export const makeCustomers = Effect.gen(function* () {
       const result = yield* transact(
         Effect.zipRight(
           ensureEmailFree(input.email),
-          execute(
-            customerId,
-            {
-              _tag: "Create",
-              customerId,
-              email: input.email,
-              firstName: input.firstName,
-              lastName: input.lastName,
-              phone: input.phone ?? null,
-              tags: input.tags ?? [],
-              metadata: input.metadata ?? {}
-            },
-            actor
-          )
+          execute(customerId, createCustomerCommand(customerId, input), actor)
         )
       ).pipe(
         Effect.catchTag("CustomerLimitExceeded", (e) => Effect.fail(invalidField(e))),
