@@ -46,6 +46,7 @@ import {
   benchArguments,
   type CannonOptions,
   fmt,
+  jsonRequest,
   loadAverage,
   type Measurement,
   measure,
@@ -200,20 +201,6 @@ const median = (values: ReadonlyArray<number>) => {
 const quantile = (sorted: Float64Array, q: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0
 
-const request = (url: string, init: { method?: string; token?: string; body?: unknown }) =>
-  Effect.promise(async () => {
-    const response = await fetch(url, {
-      method: init.method ?? "GET",
-      headers: {
-        ...(init.body === undefined ? {} : { "content-type": "application/json" }),
-        ...(init.token === undefined ? {} : { authorization: `Bearer ${init.token}` })
-      },
-      ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) })
-    })
-    const text = await response.text()
-    return { status: response.status, body: (text === "" ? undefined : JSON.parse(text)) as unknown }
-  })
-
 const field = (body: unknown, name: string): unknown =>
   typeof body === "object" && body !== null && name in body
     ? (body as Record<string, unknown>)[name]
@@ -326,7 +313,7 @@ const program = Effect.gen(function* () {
   // An admin; its access token's actor creates the customers in-process.
   yield* createAdmin(ADMIN_EMAIL, ADMIN_PASSWORD)
   const logIn = Effect.gen(function* () {
-    const login = yield* request(`${base}/auth/login`, {
+    const login = yield* jsonRequest(`${base}/auth/login`, {
       method: "POST",
       body: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD }
     })
@@ -377,7 +364,7 @@ const program = Effect.gen(function* () {
   // must answer 200.
   const token = yield* logIn
   const listUrl = `${base}/user?q=${SEARCH}&sort=totalSpent:desc`
-  const probe = yield* request(listUrl, { token })
+  const probe = yield* jsonRequest(listUrl, { token })
   const matches = field(probe.body, "count")
   if (probe.status !== 200 || typeof matches !== "number") {
     return yield* Effect.dieMessage(`GET ${listUrl} answered ${probe.status}: ${JSON.stringify(probe.body)}`)
@@ -386,7 +373,7 @@ const program = Effect.gen(function* () {
     { length: Math.min(ID_SAMPLE, CUSTOMERS) },
     (_, i) => ids[Math.floor((i * CUSTOMERS) / Math.min(ID_SAMPLE, CUSTOMERS))]
   ).filter((id): id is string => id !== undefined)
-  const one = yield* request(`${base}/user/${sample[0]}`, { token })
+  const one = yield* jsonRequest(`${base}/user/${sample[0]}`, { token })
   if (one.status !== 200) return yield* Effect.dieMessage(`GET /user/:id answered ${one.status}`)
 
   // 2. Plans of the list statements on this data.

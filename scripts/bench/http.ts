@@ -53,7 +53,15 @@ import {
   stop,
   waitFor200
 } from "./procs.js"
-import { benchArguments, type CannonOptions, cannon, fmt, loadAverage, printTable } from "./support.js"
+import {
+  benchArguments,
+  type CannonOptions,
+  cannon,
+  fmt,
+  jsonRequest,
+  loadAverage,
+  printTable
+} from "./support.js"
 
 // ---------------------------------------------------------------------------------------------------
 // Settings
@@ -221,26 +229,6 @@ const startOurs = (databaseUrl: string, role: string) =>
     return { child, base }
   })
 
-const json = (url: string, init: { method?: string; token?: string; body?: unknown }) =>
-  Effect.promise(async () => {
-    const response = await fetch(url, {
-      method: init.method ?? "GET",
-      headers: {
-        ...(init.body === undefined ? {} : { "content-type": "application/json" }),
-        ...(init.token === undefined ? {} : { authorization: `Bearer ${init.token}` })
-      },
-      ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) })
-    })
-    const text = await response.text()
-    let body: unknown
-    try {
-      body = text === "" ? undefined : JSON.parse(text)
-    } catch {
-      body = text
-    }
-    return { status: response.status, body }
-  })
-
 const stringField = (body: unknown, name: string) => {
   const value =
     typeof body === "object" && body !== null
@@ -257,13 +245,13 @@ const expectStatus = (what: string, reply: { status: number; body: unknown }, st
 /** Logs the admin in, creates an API key for customers and `SAMPLE` customers. */
 const prepareOurs = (base: string) =>
   Effect.gen(function* () {
-    const login = yield* json(`${base}/auth/login`, {
+    const login = yield* jsonRequest(`${base}/auth/login`, {
       method: "POST",
       body: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD }
     })
     yield* expectStatus("POST /auth/login", login, 200)
     const token = stringField(login.body, "accessToken") ?? ""
-    const created = yield* json(`${base}/apikey`, {
+    const created = yield* jsonRequest(`${base}/apikey`, {
       method: "POST",
       token,
       body: { name: "bench:http", scopes: ["read:customers", "write:customers"] }
@@ -272,7 +260,7 @@ const prepareOurs = (base: string) =>
     const key = stringField(created.body, "key") ?? ""
     const ids: Array<string> = []
     for (let i = 0; i < SAMPLE; i++) {
-      const customer = yield* json(`${base}/user`, {
+      const customer = yield* jsonRequest(`${base}/user`, {
         method: "POST",
         token: key,
         body: {
@@ -410,7 +398,7 @@ const countStatements = (
           for (let i = 0; i <= COUNT_REQUESTS; i++) {
             const request = requests[endpoint]()
             const mark = proxy.statements().length
-            const reply = yield* json(`${ours.base}${request.url}`, {
+            const reply = yield* jsonRequest(`${ours.base}${request.url}`, {
               method: request.method,
               token: key,
               body: request.body

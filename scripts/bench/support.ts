@@ -277,3 +277,24 @@ export const benchArguments = (names: ReadonlyArray<string>, usage: string) => {
   }
   return { raw, integer }
 }
+
+/** A request to a service under test: its status and its body parsed as JSON (or the text when it is not). */
+export const jsonRequest = (url: string, init: { method?: string; token?: string; body?: unknown }) =>
+  Effect.promise(async () => {
+    const response = await fetch(url, {
+      method: init.method ?? "GET",
+      headers: {
+        ...(init.body === undefined ? {} : { "content-type": "application/json" }),
+        ...(init.token === undefined ? {} : { authorization: `Bearer ${init.token}` })
+      },
+      ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) })
+    })
+    const text = await response.text()
+    let body: unknown
+    try {
+      body = text === "" ? undefined : JSON.parse(text)
+    } catch {
+      body = text
+    }
+    return { status: response.status, body }
+  })
