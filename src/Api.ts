@@ -5,11 +5,12 @@
  * static types are what the handlers and the OpenAPI document are checked against.
  */
 import { HttpApi, HttpApiBuilder, OpenApi } from "@effect/platform"
-import { Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { customersModule } from "./customers/module.js"
 import { ApiBase, SystemApi } from "./http/ApiBase.js"
 import { type RouteRule, routeScopesOf } from "./http/Auth.js"
 import { Conflict, IdempotencyKeyReused, TooManyRequests } from "./http/errors.js"
+import { FastRoutes } from "./http/FastRoutes.js"
 import { type AllowedMethods, allowedMethods } from "./http/middleware.js"
 import { cleanOpenApi, documentHttpConventions, documentScopes } from "./http/openapi.js"
 import { SystemHttpLive } from "./http/SystemHttp.js"
@@ -58,4 +59,10 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
     notificationsModule.http,
     webhooksModule.http
   ])
+)
+
+/** The routes answered before the router (http/FastRoutes.ts), from the contexts that have some. */
+export const FastRoutesLive = Layer.effect(
+  FastRoutes,
+  Effect.map(Effect.all([customersModule.fastRoutes]), (routes) => routes.flat())
 )

@@ -2,7 +2,8 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { CurrentActor } from "../http/Auth.js"
-import { CustomersRoutes } from "./Api.js"
+import { encodeJson, fastGet } from "../http/FastRoutes.js"
+import { Customer, CustomersRoutes } from "./Api.js"
 import { Customers } from "./Customers.js"
 
 export const CustomersHttpLive = HttpApiBuilder.group(CustomersRoutes, "customers", (handlers) =>
@@ -27,3 +28,10 @@ export const CustomersHttpLive = HttpApiBuilder.group(CustomersRoutes, "customer
       .handle("tag", ({ path, payload }) => withActor((actor) => customers.tag(actor, path.id, payload.tags)))
   })
 )
+
+/** `GET /user/:id` before the router (http/FastRoutes.ts): the `get` handler's lookup, its encoding. */
+export const CustomersFastRoutes = Effect.gen(function* () {
+  const customers = yield* Customers
+  const encode = encodeJson(Customer)
+  return [yield* fastGet("/user/:id", (actor, id) => Effect.map(customers.get(actor, id), encode))]
+})

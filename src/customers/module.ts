@@ -6,7 +6,7 @@ import { Layer } from "effect"
 import { CustomersRoutes } from "./Api.js"
 import { CustomersLive } from "./Customers.js"
 import { customerEventTypes } from "./events.js"
-import { CustomersHttpLive } from "./Http.js"
+import { CustomersFastRoutes, CustomersHttpLive } from "./Http.js"
 import { CustomersPortLive } from "./port.js"
 import { CustomersProjection } from "./projection.js"
 
@@ -17,6 +17,7 @@ export const customersModule = {
   processors: [],
   routes: CustomersRoutes,
   http: CustomersHttpLive,
+  fastRoutes: CustomersFastRoutes,
   infra: Layer.empty,
   port: CustomersPortLive,
   services: CustomersLive

@@ -68,6 +68,23 @@ export const authenticate = (
 }
 
 /**
+ * The actor behind `authorization`, if it may call a route with `rule` (its scope; staff only):
+ * 401 without a valid credential, 403 without the scope. The `Authentication` middleware and the
+ * fast routes (http/FastRoutes.ts) both check with it.
+ */
+export const authorize = (
+  verifier: CredentialVerifierShape,
+  rule: RouteRule | undefined,
+  authorization: string | undefined
+): Effect.Effect<AuthenticatedActor, Unauthorized | Forbidden> =>
+  Effect.flatMap(authenticate(verifier, authorization), (actor) => {
+    if (rule === undefined) return Effect.succeed(actor)
+    if (!hasScope(actor, rule.scope)) return Effect.fail(insufficient(rule.scope))
+    if (rule.staffOnly && actor.role === "customer") return Effect.fail(staffOnly)
+    return Effect.succeed(actor)
+  })
+
+/**
  * Authenticates, then authorizes by the route's `RequiredScope` annotation — before the request
  * body is read, so a credential without the scope gets 403 whatever it sends.
  */
@@ -88,12 +105,7 @@ export const AuthenticationLive = Layer.effect(
           const rule = Option.flatMapNullable(route, (r) =>
             scopes.get(routeKey(r.route.method, r.route.path))
           )
-          return Effect.flatMap(authenticate(verifier, request.headers.authorization), (actor) => {
-            if (Option.isNone(rule)) return Effect.succeed(actor)
-            if (!hasScope(actor, rule.value.scope)) return Effect.fail(insufficient(rule.value.scope))
-            if (rule.value.staffOnly && actor.role === "customer") return Effect.fail(staffOnly)
-            return Effect.succeed(actor)
-          })
+          return authorize(verifier, Option.getOrUndefined(rule), request.headers.authorization)
         })
     })
   })

@@ -16,6 +16,7 @@ import { Effect, Layer } from "effect"
 import { AppConfig } from "../config.js"
 import { HttpMetrics, HttpMetricsLive, METRICS_PATH, MetricsRouteLive } from "../observability/Metrics.js"
 import { errorBody } from "./errors.js"
+import { FastRoutes, literalGetPaths, NoFastRoutes, withFastRoutes } from "./FastRoutes.js"
 import { idempotencyMiddleware } from "./Idempotency.js"
 import { allowedMethods, apiMiddleware, databaseOutage, newRequestId } from "./middleware.js"
 import { RateLimiterLive, rateLimitMiddleware } from "./RateLimit.js"
@@ -44,9 +45,20 @@ const RAW_ROUTES = [
  * and `/metrics`. Needs the services (EventStore, OpsStatus, CredentialVerifier, …) from the
  * composition root.
  */
-export const httpAppLayer = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, AE, AR, E, R>(
+export const httpAppLayer = <
+  Id extends string,
+  Groups extends HttpApiGroup.HttpApiGroup.Any,
+  AE,
+  AR,
+  E,
+  R,
+  FE = never,
+  FR = never
+>(
   api: HttpApi.HttpApi<Id, Groups, AE, AR>,
-  apiLive: Layer.Layer<HttpApi.Api, E, R>
+  apiLive: Layer.Layer<HttpApi.Api, E, R>,
+  /** The routes answered before the router (http/FastRoutes.ts); none by default. */
+  fastRoutes: Layer.Layer<FastRoutes, FE, FR> = NoFastRoutes
 ) =>
   Layer.unwrapEffect(
     Effect.map(HttpMetrics, (metrics) => {
@@ -58,11 +70,19 @@ export const httpAppLayer = <Id extends string, Groups extends HttpApiGroup.Http
     })
   ).pipe(
     Layer.provide(HttpApiBuilder.middleware(databaseOutage)),
+    // Inside the platform's response handling (as the router): fast answers get the pre-response
+    // handlers' request id, error-body normalization and rate-limit headers like routed ones.
+    Layer.provide(
+      HttpApiBuilder.middleware(
+        Effect.map(FastRoutes, (routes) => withFastRoutes(routes, literalGetPaths(api)))
+      )
+    ),
     Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide([RpcLive, MetricsRouteLive]),
     Layer.provide(RateLimiterLive),
     Layer.provide(apiLive),
+    Layer.provide(fastRoutes),
     Layer.provide(
       HttpMetricsLive(
         api,

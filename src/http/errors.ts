@@ -184,6 +184,13 @@ const HTTP_ERROR_CLASSES = [
 
 export type HttpError = InstanceType<(typeof HTTP_ERROR_CLASSES)[number]>
 
+/** Each HTTP error's status, read once from its class's `HttpApiSchema` annotation. */
+const HTTP_ERROR_STATUS: ReadonlyMap<string, number> = new Map(
+  HTTP_ERROR_CLASSES.map((C) => [C._tag, HttpApiSchema.getStatusError(C)])
+)
+
+export const statusOfHttpError = (error: HttpError): number => HTTP_ERROR_STATUS.get(error._tag) ?? 500
+
 export const isHttpError = (error: unknown): error is HttpError =>
   HTTP_ERROR_CLASSES.some((C) => error instanceof C)
 

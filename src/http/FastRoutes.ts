@@ -1,0 +1,129 @@
+/**
+ * Hot reads answered before the platform's router: `GET <prefix>:id` routes whose answer is one
+ * lookup (a product, a customer). The router, the path and query decoding, the handler's middleware
+ * chain and the success schema's encoding cost such a read more than the lookup itself (issue #17);
+ * a fast route skips them and keeps everything observable (issue #17 item 3): it sits inside the
+ * request guards and `apiMiddleware`, so the response gets its `Request-Id`, the one error body, the
+ * access line, metrics, rate limits and traces as a routed one does; the credential and the route's
+ * scope are checked by the same code as the `Authentication` middleware (`authorize`); a database
+ * outage answers 503 as `databaseOutage` does; and the route stays in the HttpApi (its document, its
+ * handler), which answers whatever a fast route does not take: a query string, an encoded or
+ * trailing-slash path, another method. Tests compare the two answers byte for byte.
+ */
+import {
+  HttpApi,
+  type HttpApiGroup,
+  type HttpApp,
+  HttpServerRequest,
+  HttpServerResponse
+} from "@effect/platform"
+import { Context, Effect, Layer, Schema } from "effect"
+import { type AuthenticatedActor, authorize, CredentialVerifier, RouteScopes, routeKey } from "./Auth.js"
+import { type HttpError, statusOfHttpError } from "./errors.js"
+import { databaseOutage } from "./middleware.js"
+
+/** A route answered before the router: `GET <prefix><one path segment>`. */
+export interface FastRoute {
+  /** The HttpApi path it answers, `/v1/products/:id`: a literal prefix, then one parameter. */
+  readonly path: string
+  readonly answer: (
+    request: HttpServerRequest.HttpServerRequest,
+    param: string
+  ) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
+}
+
+/** The fast routes of every context (none by default). */
+export class FastRoutes extends Context.Tag("http/FastRoutes")<FastRoutes, ReadonlyArray<FastRoute>>() {}
+
+export const NoFastRoutes = Layer.succeed(FastRoutes, [])
+
+const encoder = new TextEncoder()
+
+/** A JSON body, already encoded: what a fast route's lookup answers (and what a cache may keep). */
+export type JsonBytes = Uint8Array
+
+/**
+ * JSON bytes of `value` as the route's success schema encodes it: the same bytes the HttpApi handler
+ * sends for that value. A value its own schema cannot encode is a defect, as in the handler.
+ */
+export const encodeJson = <A, I>(schema: Schema.Schema<A, I>) => {
+  const encode = Schema.encodeSync(schema)
+  return (value: A): JsonBytes => encoder.encode(JSON.stringify(encode(value)))
+}
+
+const okResponse = (body: JsonBytes) =>
+  HttpServerResponse.uint8Array(body, { status: 200, contentType: "application/json" })
+
+/** An HTTP error as the platform answers it: its status, its `{ error }` body (normalized on the way out). */
+const errorResponse = (error: HttpError) =>
+  HttpServerResponse.uint8Array(encoder.encode(JSON.stringify({ error: error.error })), {
+    status: statusOfHttpError(error),
+    contentType: "application/json"
+  })
+
+/** Path parameters a fast route takes as they come: ids and keys need no decoding. */
+const PLAIN_SEGMENT = /^[A-Za-z0-9_-]+$/
+
+/**
+ * A fast `GET <path>` (`path` ends in `/:param`): authenticates and authorizes as the route's
+ * `Authentication` middleware would (its `RequiredScope` annotation, read from `RouteScopes`), then
+ * answers `lookup(actor, param)`'s bytes with 200, or its HTTP error.
+ */
+export const fastGet = (
+  path: string,
+  lookup: (actor: AuthenticatedActor, param: string) => Effect.Effect<JsonBytes, HttpError>
+): Effect.Effect<FastRoute, never, CredentialVerifier | RouteScopes> =>
+  Effect.gen(function* () {
+    const verifier = yield* CredentialVerifier
+    const rule = (yield* RouteScopes).get(routeKey("GET", path))
+    const serve = (request: HttpServerRequest.HttpServerRequest, param: string) =>
+      authorize(verifier, rule, request.headers.authorization).pipe(
+        Effect.flatMap((actor) => lookup(actor, param)),
+        Effect.match({ onFailure: errorResponse, onSuccess: okResponse })
+      )
+    return {
+      path,
+      answer: (request, param) => databaseOutage(serve(request, param))
+    }
+  })
+
+/** The `GET` paths of `api` without parameters (`/user/me`-like literals a fast route must not take). */
+export const literalGetPaths = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
+  api: HttpApi.HttpApi<Id, Groups, E, R>
+): ReadonlySet<string> => {
+  const paths = new Set<string>()
+  HttpApi.reflect(api, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => {
+      if (endpoint.method === "GET" && !endpoint.path.includes("/:")) paths.add(endpoint.path)
+    }
+  })
+  return paths
+}
+
+/**
+ * The app with `routes` answered before it: a `GET` whose URL is a route's prefix and one plain
+ * segment, without a query string, unless another route has that literal path (`literals`);
+ * everything else goes to `app` untouched.
+ */
+export const withFastRoutes =
+  (routes: ReadonlyArray<FastRoute>, literals: ReadonlySet<string>) =>
+  <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> => {
+    if (routes.length === 0) return app
+    const byPrefix = new Map<string, FastRoute>()
+    for (const route of routes) {
+      const colon = route.path.lastIndexOf("/:")
+      if (colon < 0) throw new Error(`a fast route ends in /:param: ${route.path}`)
+      byPrefix.set(route.path.slice(0, colon + 1), route)
+    }
+    return Effect.withFiberRuntime((fiber) => {
+      const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
+      if (request.method !== "GET") return app
+      const url = request.url
+      const slash = url.lastIndexOf("/")
+      const route = slash > 0 ? byPrefix.get(url.slice(0, slash + 1)) : undefined
+      if (route === undefined || literals.has(url)) return app
+      const param = url.slice(slash + 1)
+      return PLAIN_SEGMENT.test(param) ? route.answer(request, param) : app
+    })
+  }

@@ -1,0 +1,102 @@
+/**
+ * Fast routes (http/FastRoutes.ts) answer hot `GET <prefix>:id` reads before the router. Whatever
+ * they answer must be what the routed handler answers: the same status, body and headers (the
+ * request id aside), for every credential and outcome. A query string sends the same request through
+ * the router, so each case is asked both ways and compared.
+ */
+import { layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { expect } from "vitest"
+import { adminToken, createCustomer, registeredShopper } from "../support/customers.js"
+import { apiKeyWith, call, IdentityHttp, type Reply } from "../support/identity.js"
+
+/** Headers minus the per-response ones. */
+const comparable = (headers: Readonly<Record<string, string>>) => {
+  const { "request-id": _id, date: _date, ...rest } = headers
+  return rest
+}
+
+/** An error body without its request id (each response has its own). */
+const withoutRequestId = (reply: Reply) => {
+  const body = reply.body
+  if (typeof body !== "object" || body === null || !("error" in body)) return body
+  const { requestId, ...error } = body.error as Record<string, unknown>
+  expect(requestId).toBe(reply.headers["request-id"])
+  return { error }
+}
+
+/** `GET path` fast and through the router: both answers, asserted equal. */
+const bothWays = (path: string, token?: string) =>
+  Effect.gen(function* () {
+    const options = token === undefined ? {} : { token }
+    const fast = yield* call("GET", path, options)
+    const routed = yield* call("GET", `${path}?via=router`, options)
+    expect(fast.status, fast.text).toBe(routed.status)
+    expect(withoutRequestId(fast)).toEqual(withoutRequestId(routed))
+    expect(comparable(fast.headers)).toEqual(comparable(routed.headers))
+    expect(fast.headers["request-id"]).toMatch(/^req_/)
+    expect(fast.headers["request-id"]).not.toBe(routed.headers["request-id"])
+    return fast
+  })
+
+layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("fast routes: GET /user/:id", (it) => {
+  it.effect("staff: a customer, an unknown id, a malformed or foreign id", () =>
+    Effect.gen(function* () {
+      const admin = yield* adminToken
+      const customer = yield* createCustomer(admin, { phone: "+12025550123", tags: ["vip"] })
+      const found = yield* bothWays(`/user/${customer.id}`, admin)
+      expect(found.status).toBe(200)
+      expect(found.body).toMatchObject({ id: customer.id, email: customer.email, tags: ["vip"] })
+      expect((yield* bothWays("/user/cus_01m8bs2426ekzad0v58jt7x6n3", admin)).status).toBe(404)
+      expect((yield* bothWays("/user/nope", admin)).status).toBe(404)
+      expect((yield* bothWays("/user/prod_01m8bs2426ekzad0v58jt7x6n3", admin)).status).toBe(404)
+      // `me` of a credential without a customer record.
+      expect((yield* bothWays("/user/me", admin)).status).toBe(404)
+    })
+  )
+
+  it.effect("credentials: none, invalid, without the scope, with only the scope", () =>
+    Effect.gen(function* () {
+      const admin = yield* adminToken
+      const customer = yield* createCustomer(admin)
+      const path = `/user/${customer.id}`
+      expect((yield* bothWays(path)).status).toBe(401)
+      expect((yield* bothWays(path, "sk_not_a_key")).status).toBe(401)
+      const unscoped = yield* apiKeyWith(["read:products"])
+      expect((yield* bothWays(path, unscoped.key)).status).toBe(403)
+      const reader = yield* apiKeyWith(["read:customers"])
+      expect((yield* bothWays(path, reader.key)).status).toBe(200)
+    })
+  )
+
+  it.effect("shoppers: their own record (by id and as me), another's is 404", () =>
+    Effect.gen(function* () {
+      const shopper = yield* registeredShopper()
+      const other = yield* registeredShopper()
+      const own = yield* bothWays(`/user/${shopper.customerId}`, shopper.accessToken)
+      expect(own.status).toBe(200)
+      expect(own.body).toMatchObject({ id: shopper.customerId, hasAccount: true })
+      expect((yield* bothWays("/user/me", shopper.accessToken)).body).toEqual(own.body)
+      expect((yield* bothWays(`/user/${other.customerId}`, shopper.accessToken)).status).toBe(404)
+    })
+  )
+
+  it.effect("what a fast route does not take still reaches the router", () =>
+    Effect.gen(function* () {
+      const admin = yield* adminToken
+      const customer = yield* createCustomer(admin)
+      // A trailing slash and an encoded segment are the router's to answer, as with a query string.
+      const slash = yield* call("GET", `/user/${customer.id}/`, { token: admin })
+      const slashRouted = yield* call("GET", `/user/${customer.id}/?via=router`, { token: admin })
+      expect(slash.status).toBe(slashRouted.status)
+      expect(withoutRequestId(slash)).toEqual(withoutRequestId(slashRouted))
+      const encoded = yield* call("GET", `/user/${customer.id.replace("_", "%5F")}`, { token: admin })
+      expect(encoded.status, encoded.text).toBe(200)
+      expect(encoded.body).toMatchObject({ id: customer.id })
+      // A write, then the fast read sees it.
+      const put = yield* call("PUT", `/user/${customer.id}`, { token: admin, json: { firstName: "Ada" } })
+      expect(put.status, put.text).toBe(200)
+      expect((yield* bothWays(`/user/${customer.id}`, admin)).body).toMatchObject({ firstName: "Ada" })
+    })
+  )
+})
