@@ -1,0 +1,156 @@
+/**
+ * A bounded in-process cache of read-model lookups by aggregate id, for the hottest reads (a
+ * product by id, answered by a fast route): a hit costs no SQL at all. What keeps it right:
+ *
+ * - This process's writes: the context calls `changed(id)` in the writing transaction; the entry is
+ *   dropped once it commits (an after-commit step, before the write's response is sent), so a
+ *   client reads its own writes.
+ * - Other processes' writes: every `pollInterval` a gap-safe read of the event store (the same
+ *   (transaction id, position) horizon as every subscription) lists the streams of `streamPrefix`
+ *   that changed since the last poll, and their entries are dropped. Another process's write shows
+ *   here within about one interval (later only while a transaction older than it still runs: the
+ *   horizon waits for it, as every subscription does).
+ * - A lookup racing a change: a lookup stores what it read only if no change of its id was seen
+ *   while it ran (it may have read the row before the change committed).
+ * - A stalled poll (the database unreachable, a poll failing): past `maxPollAge` without a
+ *   successful poll the cache is bypassed — every read goes to the database — until one succeeds.
+ *
+ * Only found values are kept (a missing id is looked up each time); the oldest entry goes first
+ * when `capacity` is reached.
+ */
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Clock, Duration, Effect, Option, Schedule, type Scope } from "effect"
+import { afterCommit } from "../db/Transaction.js"
+import { type Checkpoint, origin } from "../eventstore/Checkpoint.js"
+
+export interface ReadCache<V> {
+  /** The cached value of `id`, or `load`'s (kept when found and nothing changed `id` meanwhile). */
+  readonly get: <E, R>(
+    id: string,
+    load: Effect.Effect<Option.Option<V>, E, R>
+  ) => Effect.Effect<Option.Option<V>, E, R>
+  /** `id` changed in the surrounding transaction: its entry goes once that commits (at once outside one). */
+  readonly changed: (id: string) => Effect.Effect<void>
+  /** Entries held now. */
+  readonly size: () => number
+  /** Reads what other processes changed since the last poll (the background poll runs this). */
+  readonly poll: Effect.Effect<void, SqlError>
+}
+
+export interface ReadCacheOptions {
+  /** Names the after-commit steps (`read-cache:<name>:<id>`) and the poll's log lines. */
+  readonly name: string
+  /** At most this many entries. */
+  readonly capacity: number
+  /** The streams whose changes drop entries: `<prefix><id>` (e.g. `product-`). */
+  readonly streamPrefix: string
+  readonly pollInterval?: Duration.DurationInput
+  /** Without a successful poll for this long, the cache is bypassed. */
+  readonly maxPollAge?: Duration.DurationInput
+}
+
+/** A lookup in flight: marked stale when its id changes before it stores. */
+interface Lookup {
+  stale: boolean
+}
+
+const POLL_BATCH = 1_000
+
+export const makeReadCache = <V>(
+  options: ReadCacheOptions
+): Effect.Effect<ReadCache<V>, SqlError, SqlClient.SqlClient | Scope.Scope> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const pollInterval = Duration.decode(options.pollInterval ?? Duration.millis(250))
+    const maxPollAgeMs = Duration.toMillis(options.maxPollAge ?? Duration.seconds(5))
+    const entries = new Map<string, V>()
+    const inFlight = new Map<string, Set<Lookup>>()
+    let lastPolledAt: number | undefined
+
+    const forget = (id: string) => {
+      entries.delete(id)
+      const lookups = inFlight.get(id)
+      if (lookups !== undefined) for (const lookup of lookups) lookup.stale = true
+    }
+
+    const store = (id: string, value: V) => {
+      if (!entries.has(id) && entries.size >= options.capacity) {
+        const oldest = entries.keys().next()
+        if (oldest.done !== true) entries.delete(oldest.value)
+      }
+      entries.set(id, value)
+    }
+
+    const fresh = (nowMs: number) => lastPolledAt !== undefined && nowMs - lastPolledAt <= maxPollAgeMs
+
+    const get = <E, R>(id: string, load: Effect.Effect<Option.Option<V>, E, R>) =>
+      Effect.flatMap(Clock.currentTimeMillis, (nowMs): Effect.Effect<Option.Option<V>, E, R> => {
+        if (!fresh(nowMs)) return load
+        const hit = entries.get(id)
+        if (hit !== undefined) return Effect.succeed(Option.some(hit))
+        const lookup: Lookup = { stale: false }
+        const lookups = inFlight.get(id) ?? new Set<Lookup>()
+        lookups.add(lookup)
+        inFlight.set(id, lookups)
+        return load.pipe(
+          Effect.tap((value) => {
+            if (Option.isSome(value) && !lookup.stale) store(id, value.value)
+          }),
+          Effect.ensuring(
+            Effect.sync(() => {
+              lookups.delete(lookup)
+              if (lookups.size === 0) inFlight.delete(id)
+            })
+          )
+        )
+      })
+
+    const changed = (id: string) =>
+      Effect.zipRight(
+        // Now as well: a lookup running during the transaction may read the old row after this.
+        Effect.sync(() => forget(id)),
+        afterCommit(
+          `read-cache:${options.name}:${id}`,
+          Effect.sync(() => forget(id))
+        )
+      )
+
+    // Other processes' writes: the streams changed behind the gap-safe horizon since the last poll.
+    let checkpoint: Checkpoint = origin
+    const readChanges = (after: Checkpoint) =>
+      sql<{ streamId: string; xid: string; position: string }>`
+        SELECT stream_id AS "streamId", transaction_id::text AS xid, global_position::text AS position
+          FROM event_store.events
+         WHERE (transaction_id, global_position) > (${after.xid}::xid8, ${after.position})
+           AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+         ORDER BY transaction_id, global_position
+         LIMIT ${POLL_BATCH}`
+    const poll = Effect.gen(function* () {
+      const startedAt = yield* Clock.currentTimeMillis
+      for (;;) {
+        const rows = yield* readChanges(checkpoint)
+        for (const row of rows) {
+          if (row.streamId.startsWith(options.streamPrefix))
+            forget(row.streamId.slice(options.streamPrefix.length))
+        }
+        const last = rows[rows.length - 1]
+        if (last !== undefined) checkpoint = { xid: last.xid, position: Number(last.position) }
+        if (rows.length < POLL_BATCH) break
+      }
+      lastPolledAt = startedAt
+    })
+    // Start at the horizon: nothing is cached yet, so nothing older needs forgetting.
+    const [head] = yield* sql<{ xid: string; position: string }>`
+      SELECT transaction_id::text AS xid, global_position::text AS position FROM event_store.events
+       WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+       ORDER BY transaction_id DESC, global_position DESC LIMIT 1`
+    if (head !== undefined) checkpoint = { xid: head.xid, position: Number(head.position) }
+    yield* poll
+    yield* poll.pipe(
+      Effect.catchAllCause((cause) => Effect.logWarning(`read cache ${options.name}: poll failed`, cause)),
+      Effect.repeat(Schedule.spaced(pollInterval)),
+      Effect.forkScoped
+    )
+    return { get, changed, size: () => entries.size, poll }
+  })

@@ -1,0 +1,172 @@
+/**
+ * The read cache (kernel/ReadCache.ts): hits cost no lookup; this process's changes drop an entry
+ * when their transaction commits (never kept across a rollback's old value either); a lookup racing
+ * a change does not store what it read; other processes' appends to the cached streams drop entries
+ * through the event store poll; capacity bounds it.
+ */
+import { SqlClient } from "@effect/sql"
+import { layer } from "@effect/vitest"
+import { Deferred, Duration, Effect, Fiber, Option, Schema, TestClock } from "effect"
+import { expect } from "vitest"
+import { transactionWith } from "../../src/db/Transaction.js"
+import { EventStore } from "../../src/eventstore/EventStore.js"
+import { defineEvent } from "../../src/eventstore/EventType.js"
+import { makeReadCache } from "../../src/kernel/ReadCache.js"
+import { TestPersistence } from "../support/database.js"
+
+const ThingRenamed = defineEvent("thing.renamed", { schema: Schema.Struct({ name: Schema.String }) })
+
+/** A lookup that counts its calls and answers `thing <n>` (the n-th call). */
+const countingLoad = () => {
+  const calls = { count: 0 }
+  const load = Effect.sync(() => Option.some(`thing ${++calls.count}`))
+  return { calls, load }
+}
+
+const cacheOf = (capacity = 100) =>
+  makeReadCache<string>({
+    name: "things",
+    capacity,
+    streamPrefix: "thing-",
+    pollInterval: Duration.millis(20)
+  })
+
+/** Another process's write: an event appended to `thing-<id>` without telling this cache. */
+const appendElsewhere = (id: string) =>
+  Effect.flatMap(EventStore, (store) =>
+    store.append({
+      streamId: `thing-${id}`,
+      streamType: "thing",
+      expectedVersion: "any",
+      events: [{ eventType: ThingRenamed, data: { name: "renamed" } }],
+      metadata: { actor: { type: "system", id: "test" } }
+    })
+  )
+
+layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("ReadCache", (it) => {
+  it.scoped("answers from memory once looked up; a change drops the entry", () =>
+    Effect.gen(function* () {
+      const cache = yield* cacheOf()
+      const { calls, load } = countingLoad()
+      expect(yield* cache.get("a", load)).toEqual(Option.some("thing 1"))
+      expect(yield* cache.get("a", load)).toEqual(Option.some("thing 1"))
+      expect(calls.count).toBe(1)
+      yield* cache.changed("a")
+      expect(yield* cache.get("a", load)).toEqual(Option.some("thing 2"))
+      expect(calls.count).toBe(2)
+      // Nothing is kept for a missing id.
+      const missing = { count: 0 }
+      const none = Effect.sync(() => {
+        missing.count++
+        return Option.none<string>()
+      })
+      yield* cache.get("b", none)
+      yield* cache.get("b", none)
+      expect(missing.count).toBe(2)
+    })
+  )
+
+  it.scoped("a change inside a transaction drops the entry when it commits", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const cache = yield* cacheOf()
+      const { calls, load } = countingLoad()
+      yield* cache.get("c", load)
+      yield* transactionWith(sql)(
+        Effect.gen(function* () {
+          yield* cache.changed("c")
+          // A read during the transaction may see the old row: it is not kept.
+          yield* cache.get("c", load)
+        })
+      )
+      expect(yield* cache.get("c", load)).toEqual(Option.some("thing 3"))
+      expect(calls.count).toBe(3)
+      expect(yield* cache.get("c", load)).toEqual(Option.some("thing 3"))
+    })
+  )
+
+  it.scoped("a lookup that a change overtook does not store what it read", () =>
+    Effect.gen(function* () {
+      const cache = yield* cacheOf()
+      const started = yield* Deferred.make<void>()
+      const proceed = yield* Deferred.make<void>()
+      const slow = Effect.gen(function* () {
+        yield* Deferred.succeed(started, undefined)
+        yield* Deferred.await(proceed)
+        return Option.some("old row")
+      })
+      const fiber = yield* Effect.fork(cache.get("d", slow))
+      yield* Deferred.await(started)
+      yield* cache.changed("d")
+      yield* Deferred.succeed(proceed, undefined)
+      expect(yield* Fiber.join(fiber)).toEqual(Option.some("old row"))
+      const { calls, load } = countingLoad()
+      expect(yield* cache.get("d", load)).toEqual(Option.some("thing 1"))
+      expect(calls.count).toBe(1)
+    })
+  )
+
+  it.scoped("another process's append to a cached stream drops the entry within a poll", () =>
+    Effect.gen(function* () {
+      const cache = yield* cacheOf()
+      const { calls, load } = countingLoad()
+      yield* cache.get("e", load)
+      yield* cache.get("f", load)
+      yield* appendElsewhere("e")
+      // Poll until the entry is gone (20 ms polls; a generous bound for a loaded machine).
+      let reloaded = false
+      for (let i = 0; i < 250 && !reloaded; i++) {
+        yield* Effect.sleep(Duration.millis(20))
+        const before = calls.count
+        yield* cache.get("e", load)
+        reloaded = calls.count > before
+      }
+      expect(reloaded).toBe(true)
+      // `f` did not change: still cached.
+      const before = calls.count
+      yield* cache.get("f", load)
+      expect(calls.count).toBe(before)
+    })
+  )
+
+  it.scoped("holds at most its capacity, dropping the oldest entry", () =>
+    Effect.gen(function* () {
+      const cache = yield* cacheOf(3)
+      const { calls, load } = countingLoad()
+      for (const id of ["g1", "g2", "g3", "g4"]) yield* cache.get(id, load)
+      expect(cache.size()).toBe(3)
+      yield* cache.get("g4", load)
+      expect(calls.count).toBe(4)
+      yield* cache.get("g1", load)
+      expect(calls.count).toBe(5)
+    })
+  )
+})
+
+layer(TestPersistence, { timeout: 60_000 })("ReadCache without a recent poll", (it) => {
+  it.scoped("is bypassed (every read looks up) until a poll succeeds again", () =>
+    Effect.gen(function* () {
+      const cache = yield* makeReadCache<string>({
+        name: "stalled",
+        capacity: 10,
+        streamPrefix: "thing-",
+        pollInterval: Duration.hours(1),
+        maxPollAge: Duration.seconds(1)
+      })
+      const { calls, load } = countingLoad()
+      yield* cache.get("h", load)
+      yield* cache.get("h", load)
+      expect(calls.count).toBe(1)
+      // Two seconds without a poll: the entry may be stale, so the lookup runs every time.
+      yield* TestClock.adjust(Duration.seconds(2))
+      yield* cache.get("h", load)
+      yield* cache.get("h", load)
+      expect(calls.count).toBe(3)
+      // A poll that succeeds makes the cache usable again: it dropped whatever changed meanwhile
+      // (nothing here), so the entry kept from before answers.
+      yield* cache.poll
+      expect(yield* cache.get("h", load)).toEqual(Option.some("thing 1"))
+      expect(calls.count).toBe(3)
+    })
+  )
+})
