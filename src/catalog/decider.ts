@@ -457,6 +457,13 @@ const decide = (
       const quantity = command.quantity ?? held
       if (quantity <= 0) return Effect.succeed([])
       const fromHold = Math.min(quantity, held)
+      // Units beyond the hold come out of what is available: never out of other owners' holds.
+      const beyond = quantity - fromHold
+      const available = availableQuantity(inv)
+      if (inv.tracked && !inv.allowBackorder && beyond > Math.max(0, available))
+        return Effect.fail(
+          new InsufficientStock({ productId, requested: quantity, available: held + Math.max(0, available) })
+        )
       return Effect.succeed(
         withCrossing(state, [
           StockConsumed.make({ productId, ownerId: command.ownerId, key: command.key, quantity, fromHold })

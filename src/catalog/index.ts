@@ -75,19 +75,20 @@ export interface CatalogPortShape {
   ) => Effect.Effect<void, CatalogPortError>
   /**
    * Fulfilment of `ownerId` (an order): the units leave, so stocked and reserved both drop. `lines`
-   * absent = everything it holds. `key` (the fulfilment id) makes a repeat a no-op.
+   * absent = everything it holds. `key` (the fulfilment id) makes a repeat a no-op. Units beyond the
+   * hold come out of available stock; more than that (without backorders) → `InsufficientStock`.
    */
   readonly consume: (
     ownerId: string,
     input: { readonly key: string; readonly lines?: ReadonlyArray<ReservationLine> },
     metadata: EventMetadata
-  ) => Effect.Effect<void, ReservationLineInvalid | CatalogPortError>
+  ) => Effect.Effect<void, ReservationLineInvalid | InsufficientStock | CatalogPortError>
   /** A refund with restock: the units are back in stock. `key` (the refund id) makes a repeat a no-op. */
   readonly restock: (
     ownerId: string,
     input: { readonly key: string; readonly lines: ReadonlyArray<ReservationLine> },
     metadata: EventMetadata
-  ) => Effect.Effect<void, ReservationLineInvalid | CatalogPortError>
+  ) => Effect.Effect<void, ReservationLineInvalid | InsufficientStock | CatalogPortError>
   /** A product as `GET /v1/products/:id` shows it (checkout snapshots its price and `price.version`). */
   readonly findProduct: (productId: string) => Effect.Effect<Option.Option<ProductView>, CatalogPortError>
 }

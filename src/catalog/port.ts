@@ -85,18 +85,31 @@ export const makeCatalogPort = Effect.gen(function* () {
    * it would be a bug, so it is a defect.
    */
   const each = (
-    lines: ReadonlyArray<{ readonly productId: string }>,
+    lines: ReadonlyArray<{ readonly productId: string; readonly line?: number }>,
     command: (productId: string) => ProductCommand,
     metadata: EventMetadata
   ) =>
     Effect.gen(function* () {
-      const ids = lines.map((l) => l.productId).filter((id) => Ids.isValid("prod", id))
-      yield* lockProducts(sql, ids)
-      for (const productId of ids) {
-        yield* run(productId, command(productId), metadata).pipe(
+      const valid = lines.filter((l) => Ids.isValid("prod", l.productId))
+      yield* lockProducts(
+        sql,
+        valid.map((l) => l.productId)
+      )
+      for (const [index, l] of valid.entries()) {
+        yield* run(l.productId, command(l.productId), metadata).pipe(
+          // Nothing to give back or ship of a product that does not exist.
           Effect.catchTag("ProductNotFound", () => Effect.void),
           Effect.catchTags({
-            InsufficientStock: Effect.die,
+            // Only a fulfilment beyond its hold can meet this (more than is available besides).
+            InsufficientStock: (e) =>
+              Effect.fail(
+                new InsufficientStock({
+                  line: l.line ?? index,
+                  productId: l.productId,
+                  requested: e.requested,
+                  available: e.available
+                })
+              ),
             ProductUnavailable: Effect.die,
             ProductInUse: Effect.die,
             ProductChangeInvalid: Effect.die
@@ -152,18 +165,22 @@ export const makeCatalogPort = Effect.gen(function* () {
     )
 
   const release = (ownerId: string, metadata: EventMetadata) =>
-    runner.transact(
-      Effect.flatMap(holdsOf(sql, ownerId), (holds) =>
-        each(holds, () => ({ _tag: "Release", ownerId }), metadata)
+    runner
+      .transact(
+        Effect.flatMap(holdsOf(sql, ownerId), (holds) =>
+          each(holds, () => ({ _tag: "Release", ownerId }), metadata)
+        )
       )
-    )
+      .pipe(Effect.catchTag("InsufficientStock", Effect.die))
 
   const convertToOrder = (ownerId: string, orderId: string, metadata: EventMetadata) =>
-    runner.transact(
-      Effect.flatMap(holdsOf(sql, ownerId), (holds) =>
-        each(holds, () => ({ _tag: "Transfer", fromOwnerId: ownerId, toOwnerId: orderId }), metadata)
+    runner
+      .transact(
+        Effect.flatMap(holdsOf(sql, ownerId), (holds) =>
+          each(holds, () => ({ _tag: "Transfer", fromOwnerId: ownerId, toOwnerId: orderId }), metadata)
+        )
       )
-    )
+      .pipe(Effect.catchTag("InsufficientStock", Effect.die))
 
   const consume = (
     ownerId: string,
