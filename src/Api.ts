@@ -6,6 +6,7 @@
  */
 import { HttpApi, HttpApiBuilder, OpenApi } from "@effect/platform"
 import { Effect, Layer } from "effect"
+import { catalogModule } from "./catalog/module.js"
 import { customersModule } from "./customers/module.js"
 import { ApiBase, SystemApi } from "./http/ApiBase.js"
 import { type RouteRule, routeScopesOf } from "./http/Auth.js"
@@ -28,6 +29,7 @@ export class Api extends ApiBase.add(SystemApi)
   .addHttpApi(customersModule.routes)
   .addHttpApi(notificationsModule.routes)
   .addHttpApi(webhooksModule.routes)
+  .addHttpApi(catalogModule.routes)
   .annotate(OpenApi.Title, "commerce-platform")
   .annotate(OpenApi.Version, "0.1.0")
   .annotate(OpenApi.License, { name: "MIT", url: "https://opensource.org/licenses/MIT" })
@@ -57,7 +59,8 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
     identityModule.http,
     customersModule.http,
     notificationsModule.http,
-    webhooksModule.http
+    webhooksModule.http,
+    catalogModule.http
   ])
 )
 

@@ -3,6 +3,7 @@
  * projection and background processor. Adding a context is adding its `module.ts` here (and its
  * routes and layers in src/Api.ts and src/services.ts, one line each).
  */
+import { catalogModule } from "./catalog/module.js"
 import { customersModule } from "./customers/module.js"
 import type { AnyEventType } from "./eventstore/EventType.js"
 import { idempotencyPurgeProcessor } from "./http/Idempotency.js"
@@ -15,7 +16,13 @@ import type { ProcessorServices } from "./services.js"
 import { webhooksModule } from "./webhooks/module.js"
 
 /** The bounded contexts, in registration order (events, projections, processors, routes). */
-export const modules = [identityModule, customersModule, notificationsModule, webhooksModule] as const
+export const modules = [
+  identityModule,
+  customersModule,
+  notificationsModule,
+  webhooksModule,
+  catalogModule
+] as const
 
 export const eventTypes: ReadonlyArray<AnyEventType> = modules.flatMap(
   (m): ReadonlyArray<AnyEventType> => m.eventTypes

@@ -8,6 +8,7 @@ import type { SqlClient } from "@effect/sql"
 import { Layer } from "effect"
 import { Api } from "./Api.js"
 import { OpsStatusLive, subscriptionSpecs } from "./audit/OpsStatus.js"
+import { catalogModule } from "./catalog/module.js"
 import type { AppConfig } from "./config.js"
 import { customersModule } from "./customers/module.js"
 import type { AppendSignal } from "./eventstore/AppendSignal.js"
@@ -43,10 +44,17 @@ export const ContextServicesLive = Layer.mergeAll(
   identityModule.services,
   customersModule.services,
   notificationsModule.services,
-  webhooksModule.services
+  webhooksModule.services,
+  catalogModule.services
 ).pipe(
   Layer.provideMerge(
-    Layer.mergeAll(identityModule.port, customersModule.port, notificationsModule.port, webhooksModule.port)
+    Layer.mergeAll(
+      identityModule.port,
+      customersModule.port,
+      notificationsModule.port,
+      webhooksModule.port,
+      catalogModule.port
+    )
   ),
   Layer.provideMerge(
     Layer.mergeAll(
@@ -54,6 +62,7 @@ export const ContextServicesLive = Layer.mergeAll(
       customersModule.infra,
       notificationsModule.infra,
       webhooksModule.infra,
+      catalogModule.infra,
       RateLimiterLive
     )
   )

@@ -96,3 +96,12 @@ export const toDecimalString = (m: Money): string => {
   const s = String(m.amount).padStart(digits + 1, "0")
   return `${s.slice(0, -digits)}.${s.slice(-digits)}`
 }
+
+/** The ISO 4217 codes this runtime knows (ICU's list: active currencies, no test or fund codes). */
+const ISO_CURRENCIES: ReadonlySet<string> = new Set(Intl.supportedValuesOf("currency"))
+
+/** Whether `code` is an active ISO 4217 currency code (uppercase). */
+export const isIsoCurrency = (code: string): boolean => ISO_CURRENCIES.has(code)
+
+/** The known codes, sorted (for documents and test generators). */
+export const isoCurrencies = (): ReadonlyArray<string> => [...ISO_CURRENCIES].sort()

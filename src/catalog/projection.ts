@@ -1,0 +1,141 @@
+/**
+ * The catalog read model: one row per product (what `GET /v1/products/:id` reads, in one statement)
+ * and one per open stock hold (which products an owner holds: what release, conversion and
+ * fulfilment look up). Each event first moves the product row's `version` forward and stops there
+ * when the row is already at or past it, so applying an event twice changes nothing and a rebuild
+ * from position zero reproduces the rows exactly.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { optionalColumn } from "../db/Sql.js"
+import { defineProjection } from "../kernel/Projection.js"
+import { productEventTypes } from "./events.js"
+
+export const PRODUCTS = "catalog.products"
+export const RESERVATIONS = "catalog.reservations"
+
+export const CatalogProjection = defineProjection({
+  name: "catalog",
+  tables: [PRODUCTS, RESERVATIONS],
+  events: productEventTypes,
+  apply: (events, target) =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const products = sql(target.table(PRODUCTS))
+      const reservations = sql(target.table(RESERVATIONS))
+      /** Moves the row to this event's version; false when there is nothing (more) to apply. */
+      const advance = (productId: string, version: number) =>
+        Effect.map(
+          sql`UPDATE ${products} SET version = ${version}
+            WHERE product_id = ${productId} AND version < ${version} RETURNING 1 AS ok`,
+          (rows) => rows.length > 0
+        )
+      const hold = (ownerId: string, productId: string, quantity: number, at: Date) =>
+        sql`INSERT INTO ${reservations} (owner_id, product_id, quantity, created_at, updated_at)
+          VALUES (${ownerId}, ${productId}, ${quantity}, ${at}, ${at})
+          ON CONFLICT (owner_id, product_id) DO UPDATE
+            SET quantity = ${reservations}.quantity + EXCLUDED.quantity, updated_at = EXCLUDED.updated_at`
+      /** Takes `quantity` off a hold; the row goes when nothing is left. */
+      const unhold = (ownerId: string, productId: string, quantity: number, at: Date) =>
+        Effect.zipRight(
+          sql`UPDATE ${reservations} SET quantity = quantity - ${quantity}, updated_at = ${at}
+            WHERE owner_id = ${ownerId} AND product_id = ${productId} AND quantity > ${quantity}`,
+          sql`DELETE FROM ${reservations}
+            WHERE owner_id = ${ownerId} AND product_id = ${productId} AND quantity <= ${quantity}`
+        )
+      for (const e of events) {
+        const at = e.recordedAt
+        switch (e.type) {
+          case "product.created": {
+            const d = e.data
+            yield* sql`INSERT INTO ${products} (product_id, name, description, sku, status, price, price_type,
+                price_version, images, metadata, tracked, stocked_quantity, reserved_quantity, low_stock_threshold,
+                allow_backorder, created_at, updated_at, version)
+              VALUES (${d.productId}, ${d.name}, ${d.description}, ${d.sku}, ${d.status},
+                ${JSON.stringify(d.price)}::jsonb, ${d.price.type}, 1, ${JSON.stringify(d.images)}::jsonb,
+                ${JSON.stringify(d.metadata)}::jsonb, ${d.inventory.tracked}, ${d.inventory.stockedQuantity}, 0,
+                ${d.inventory.lowStockThreshold}, ${d.inventory.allowBackorder}, ${at}, ${at}, ${e.streamVersion})
+              ON CONFLICT (product_id) DO NOTHING`
+            break
+          }
+          case "product.updated": {
+            const d = e.data
+            if (!(yield* advance(d.productId, e.streamVersion))) break
+            const changes: Record<string, string | number | boolean | null | Date> = {
+              ...optionalColumn("name", d.name),
+              ...optionalColumn("description", d.description),
+              ...optionalColumn("sku", d.sku),
+              ...optionalColumn("status", d.status),
+              ...optionalColumn("images", d.images === undefined ? undefined : JSON.stringify(d.images)),
+              ...optionalColumn(
+                "metadata",
+                d.metadata === undefined ? undefined : JSON.stringify(d.metadata)
+              ),
+              ...optionalColumn("tracked", d.tracked),
+              ...optionalColumn("low_stock_threshold", d.lowStockThreshold),
+              ...optionalColumn("allow_backorder", d.allowBackorder),
+              ...optionalColumn("stocked_quantity", d.stockedQuantity),
+              ...(d.status === undefined ? {} : { deleted_at: d.status === "archived" ? at : null }),
+              updated_at: at
+            }
+            yield* sql`UPDATE ${products} SET ${sql.update(changes)} WHERE product_id = ${d.productId}`
+            if (d.price !== undefined) {
+              yield* sql`UPDATE ${products} SET price = ${JSON.stringify(d.price)}::jsonb, price_type = ${d.price.type},
+                  price_version = price_version + 1
+                WHERE product_id = ${d.productId}`
+            }
+            break
+          }
+          case "product.archived": {
+            const d = e.data
+            if (!(yield* advance(d.productId, e.streamVersion))) break
+            yield* sql`UPDATE ${products} SET status = 'archived', deleted_at = ${at}, updated_at = ${at}
+              WHERE product_id = ${d.productId}`
+            break
+          }
+          case "product.stock_reserved": {
+            const d = e.data
+            if (!(yield* advance(d.productId, e.streamVersion))) break
+            yield* sql`UPDATE ${products} SET reserved_quantity = reserved_quantity + ${d.quantity}
+              WHERE product_id = ${d.productId}`
+            yield* hold(d.ownerId, d.productId, d.quantity, at)
+            break
+          }
+          case "product.reservation_released": {
+            const d = e.data
+            if (!(yield* advance(d.productId, e.streamVersion))) break
+            yield* sql`UPDATE ${products} SET reserved_quantity = reserved_quantity - ${d.quantity}
+              WHERE product_id = ${d.productId}`
+            yield* sql`DELETE FROM ${reservations} WHERE owner_id = ${d.ownerId} AND product_id = ${d.productId}`
+            break
+          }
+          case "product.reservation_transferred": {
+            const d = e.data
+            if (!(yield* advance(d.productId, e.streamVersion))) break
+            yield* sql`DELETE FROM ${reservations} WHERE owner_id = ${d.fromOwnerId} AND product_id = ${d.productId}`
+            yield* hold(d.toOwnerId, d.productId, d.quantity, at)
+            break
+          }
+          case "product.stock_consumed": {
+            const d = e.data
+            if (!(yield* advance(d.productId, e.streamVersion))) break
+            yield* sql`UPDATE ${products} SET stocked_quantity = greatest(0, stocked_quantity - ${d.quantity}),
+                reserved_quantity = reserved_quantity - ${d.fromHold}
+              WHERE product_id = ${d.productId}`
+            if (d.fromHold > 0) yield* unhold(d.ownerId, d.productId, d.fromHold, at)
+            break
+          }
+          case "product.stock_returned": {
+            const d = e.data
+            if (!(yield* advance(d.productId, e.streamVersion))) break
+            yield* sql`UPDATE ${products} SET stocked_quantity = stocked_quantity + ${d.quantity}
+              WHERE product_id = ${d.productId}`
+            break
+          }
+          case "product.stock_level_changed":
+            yield* advance(e.data.productId, e.streamVersion)
+            break
+        }
+      }
+    })
+})
