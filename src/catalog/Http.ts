@@ -2,7 +2,8 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { CurrentActor } from "../http/Auth.js"
-import { CatalogRoutes } from "./Api.js"
+import { encodeJson, fastGet } from "../http/FastRoutes.js"
+import { CatalogRoutes, Product } from "./Api.js"
 import { Catalog } from "./Catalog.js"
 
 export const CatalogHttpLive = HttpApiBuilder.group(CatalogRoutes, "products", (handlers) =>
@@ -18,3 +19,13 @@ export const CatalogHttpLive = HttpApiBuilder.group(CatalogRoutes, "products", (
       .handle("archive", ({ path }) => withActor((actor) => catalog.archive(actor, path.id)))
   })
 )
+
+/**
+ * `GET /v1/products/:id` before the router (http/FastRoutes.ts): the `get` handler's answer, as bytes
+ * kept in the product cache.
+ */
+export const CatalogFastRoutes = Effect.gen(function* () {
+  const catalog = yield* Catalog
+  const encode = encodeJson(Product)
+  return [yield* fastGet("/v1/products/:id", (actor, id) => catalog.getEncoded(actor, id, encode))]
+})

@@ -2,11 +2,11 @@
  * The catalog context, as the composition root (src/registry.ts, src/Api.ts, src/services.ts)
  * registers it: its events, projection, routes and handlers, port and services.
  */
-import { Layer } from "effect"
 import { CatalogRoutes } from "./Api.js"
 import { CatalogLive } from "./Catalog.js"
+import { ProductCacheLive } from "./cache.js"
 import { productEventTypes } from "./events.js"
-import { CatalogHttpLive } from "./Http.js"
+import { CatalogFastRoutes, CatalogHttpLive } from "./Http.js"
 import { CatalogPortLive } from "./port.js"
 import { CatalogProjection } from "./projection.js"
 
@@ -17,7 +17,8 @@ export const catalogModule = {
   processors: [],
   routes: CatalogRoutes,
   http: CatalogHttpLive,
-  infra: Layer.empty,
+  fastRoutes: CatalogFastRoutes,
+  infra: ProductCacheLive,
   port: CatalogPortLive,
   services: CatalogLive
 } as const

@@ -2,11 +2,15 @@
  * Fast routes (http/FastRoutes.ts) answer hot `GET <prefix>:id` reads before the router. Whatever
  * they answer must be what the routed handler answers: the same status, body and headers (the
  * request id aside), for every credential and outcome. A query string sends the same request through
- * the router, so each case is asked both ways and compared.
+ * the router, so each case is asked both ways and compared. `GET /v1/products/:id` answers from the
+ * product cache (catalog/cache.ts): every change — an update, a stock adjustment, a reservation, a
+ * release, an archive — shows in the very next fast read.
  */
 import { layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { expect } from "vitest"
+import * as Ids from "../../src/kernel/Ids.js"
+import { createProduct, release, reserve, stockedProduct } from "../support/catalog.js"
 import { adminToken, createCustomer, registeredShopper } from "../support/customers.js"
 import { apiKeyWith, call, IdentityHttp, type Reply } from "../support/identity.js"
 
@@ -100,3 +104,74 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("fast route
     })
   )
 })
+
+layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })(
+  "fast routes: GET /v1/products/:id",
+  (it) => {
+    it.effect("staff and shoppers, every status, unknown, malformed and foreign ids, scopes", () =>
+      Effect.gen(function* () {
+        const admin = yield* adminToken
+        const shopper = yield* registeredShopper()
+        const active = yield* stockedProduct(admin, 10)
+        const draft = yield* createProduct(admin, { status: "draft" })
+        const archived = yield* createProduct(admin)
+        expect((yield* call("DELETE", `/v1/products/${archived.id}`, { token: admin })).status).toBe(200)
+        for (const token of [admin, shopper.accessToken]) {
+          expect((yield* bothWays(`/v1/products/${active.id}`, token)).status).toBe(200)
+          yield* bothWays(`/v1/products/${draft.id}`, token)
+          yield* bothWays(`/v1/products/${archived.id}`, token)
+          expect(
+            (yield* bothWays(`/v1/products/${Ids.fromUuid("prod", crypto.randomUUID())}`, token)).status
+          ).toBe(404)
+          expect((yield* bothWays("/v1/products/nope", token)).status).toBe(404)
+          expect((yield* bothWays(`/v1/products/${createIdLike("cus")}`, token)).status).toBe(404)
+        }
+        // Shoppers see only active products.
+        expect((yield* bothWays(`/v1/products/${draft.id}`, shopper.accessToken)).status).toBe(404)
+        expect((yield* bothWays(`/v1/products/${archived.id}`, shopper.accessToken)).status).toBe(404)
+        expect((yield* bothWays(`/v1/products/${draft.id}`, admin)).status).toBe(200)
+        expect((yield* bothWays(`/v1/products/${active.id}`)).status).toBe(401)
+        const unscoped = yield* apiKeyWith(["read:customers"])
+        expect((yield* bothWays(`/v1/products/${active.id}`, unscoped.key)).status).toBe(403)
+        const reader = yield* apiKeyWith(["read:products"])
+        expect((yield* bothWays(`/v1/products/${active.id}`, reader.key)).status).toBe(200)
+      })
+    )
+
+    it.effect("every change shows in the next fast read (the cache never answers an old product)", () =>
+      Effect.gen(function* () {
+        const admin = yield* adminToken
+        const product = yield* stockedProduct(admin, 10)
+        const path = `/v1/products/${product.id}`
+        const inventory = (reply: Reply) => (reply.body as { inventory: Record<string, number> }).inventory
+        // Cached now.
+        yield* bothWays(path, admin)
+        yield* bothWays(path, admin)
+        const renamed = yield* call("PATCH", path, {
+          token: admin,
+          json: { name: "Renamed", inventory: { adjustBy: 5 } }
+        })
+        expect(renamed.status, renamed.text).toBe(200)
+        const afterPatch = yield* bothWays(path, admin)
+        expect(afterPatch.body).toMatchObject({ name: "Renamed" })
+        expect(inventory(afterPatch)).toMatchObject({ stockedQuantity: 15, reservedQuantity: 0 })
+        const owner = yield* Ids.make("chk")
+        yield* reserve(owner, [{ productId: product.id, quantity: 4 }])
+        expect(inventory(yield* bothWays(path, admin))).toMatchObject({
+          reservedQuantity: 4,
+          availableQuantity: 11
+        })
+        yield* release(owner)
+        expect(inventory(yield* bothWays(path, admin))).toMatchObject({
+          reservedQuantity: 0,
+          availableQuantity: 15
+        })
+        expect((yield* call("DELETE", path, { token: admin })).status).toBe(200)
+        expect((yield* bothWays(path, admin)).body).toMatchObject({ status: "archived" })
+      })
+    )
+  }
+)
+
+/** A well-formed id of another type. */
+const createIdLike = (prefix: "cus") => Ids.fromUuid(prefix, crypto.randomUUID())

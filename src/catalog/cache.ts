@@ -1,0 +1,28 @@
+/**
+ * The products `GET /v1/products/:id` answers from memory (kernel/ReadCache.ts): each as its JSON
+ * bytes and its status (shoppers see only active ones). The catalog's use cases and port report
+ * every product they change (`changed`, after the command, in its transaction); other processes'
+ * changes arrive through the cache's event-store poll.
+ */
+import { Context, Layer } from "effect"
+import { makeReadCache, type ReadCache } from "../kernel/ReadCache.js"
+import type { ProductRow } from "./queries.js"
+
+export interface CachedProduct {
+  readonly status: ProductRow["status"]
+  /** The product object as `GET /v1/products/:id` sends it. */
+  readonly bytes: Uint8Array
+}
+
+export class ProductCache extends Context.Tag("catalog/ProductCache")<
+  ProductCache,
+  ReadCache<CachedProduct>
+>() {}
+
+/** Room for every product of a large store (about 1–2 kB each). */
+const CAPACITY = 50_000
+
+export const ProductCacheLive = Layer.scoped(
+  ProductCache,
+  makeReadCache<CachedProduct>({ name: "products", capacity: CAPACITY, streamPrefix: "product-" })
+)
