@@ -6,7 +6,7 @@
  * expected-version append refuses a decision made on stale state (the Saleor/Vendure/Medusa
  * oversells of research §6 rows 1–2 were check and write in different places).
  */
-import { Data, Effect, Schema } from "effect"
+import { Data, Effect, HashMap, Option, Schema } from "effect"
 import { defineDecider, type Recorded, snapshotPolicy } from "../kernel/Decider.js"
 import { applyMetadataPatch, type Metadata, type MetadataPatch, metadataProblem } from "../kernel/Metadata.js"
 import {
@@ -84,8 +84,12 @@ export interface ProductState {
   readonly images: ReadonlyArray<string>
   readonly metadata: Metadata
   readonly inventory: Inventory
-  /** Open holds by owner (checkout or order id) → units. */
-  readonly holds: Readonly<Record<string, number>>
+  /**
+   * Open holds by owner (checkout or order id) → units. A persistent map: a hot product holds one
+   * entry per open checkout (thousands in a sale), and folding its stream must not copy them all
+   * for every event.
+   */
+  readonly holds: HashMap.HashMap<string, number>
   /** The last `RECENT_KEYS` consume/restock keys (`<owner>:<key>`), oldest first. */
   readonly recentKeys: ReadonlyArray<string>
   readonly archivedAt: Date | null
@@ -110,7 +114,7 @@ const initial: ProductState = {
     lowStockThreshold: 5,
     allowBackorder: false
   },
-  holds: {},
+  holds: HashMap.empty(),
   recentKeys: [],
   archivedAt: null,
   createdAt: new Date(0),
@@ -200,12 +204,12 @@ export type ProductCommand =
 
 // --- Evolve -------------------------------------------------------------------------------------------
 
-const withHold = (holds: Readonly<Record<string, number>>, ownerId: string, quantity: number) => {
-  const next: Record<string, number> = { ...holds }
-  if (quantity > 0) next[ownerId] = quantity
-  else delete next[ownerId]
-  return next
-}
+const withHold = (holds: HashMap.HashMap<string, number>, ownerId: string, quantity: number) =>
+  quantity > 0 ? HashMap.set(holds, ownerId, quantity) : HashMap.remove(holds, ownerId)
+
+/** The units `ownerId` holds, if it holds any. */
+export const heldBy = (state: Pick<ProductState, "holds">, ownerId: string): number | undefined =>
+  Option.getOrUndefined(HashMap.get(state.holds, ownerId))
 
 const remember = (keys: ReadonlyArray<string>, key: string) =>
   keys.length < RECENT_KEYS ? [...keys, key] : [...keys.slice(keys.length - RECENT_KEYS + 1), key]
@@ -269,7 +273,7 @@ const evolve = (state: ProductState, event: Recorded<ProductEvent> | ProductEven
         holds: withHold(
           state.holds,
           event.data.ownerId,
-          (state.holds[event.data.ownerId] ?? 0) + event.data.quantity
+          (heldBy(state, event.data.ownerId) ?? 0) + event.data.quantity
         )
       }
     case "product.reservation_released":
@@ -280,7 +284,10 @@ const evolve = (state: ProductState, event: Recorded<ProductEvent> | ProductEven
     case "product.reservation_transferred": {
       const d = event.data
       const moved = withHold(state.holds, d.fromOwnerId, 0)
-      return { ...state, holds: withHold(moved, d.toOwnerId, (moved[d.toOwnerId] ?? 0) + d.quantity) }
+      return {
+        ...state,
+        holds: withHold(moved, d.toOwnerId, (heldBy({ holds: moved }, d.toOwnerId) ?? 0) + d.quantity)
+      }
     }
     case "product.stock_consumed": {
       const d = event.data
@@ -289,7 +296,7 @@ const evolve = (state: ProductState, event: Recorded<ProductEvent> | ProductEven
           stockedQuantity: Math.max(0, inv.stockedQuantity - d.quantity),
           reservedQuantity: inv.reservedQuantity - d.fromHold
         }),
-        holds: withHold(state.holds, d.ownerId, (state.holds[d.ownerId] ?? 0) - d.fromHold),
+        holds: withHold(state.holds, d.ownerId, (heldBy(state, d.ownerId) ?? 0) - d.fromHold),
         recentKeys: remember(state.recentKeys, `${d.ownerId}:${d.key}`)
       }
     }
@@ -338,7 +345,7 @@ const update = (
     changed.description = changes.description
   if (changes.sku !== undefined && changes.sku !== state.sku) changed.sku = changes.sku
   if (changes.status !== undefined && changes.status !== state.status) {
-    if (changes.status === "archived" && Object.keys(state.holds).length > 0)
+    if (changes.status === "archived" && HashMap.size(state.holds) > 0)
       return Effect.fail(
         new ProductInUse({ productId: state.productId, reservedQuantity: state.inventory.reservedQuantity })
       )
@@ -409,14 +416,14 @@ const decide = (
       return update(state, command.changes)
     case "Archive":
       if (state.status === "archived") return Effect.succeed([])
-      if (Object.keys(state.holds).length > 0)
+      if (HashMap.size(state.holds) > 0)
         return Effect.fail(new ProductInUse({ productId, reservedQuantity: inv.reservedQuantity }))
       return Effect.succeed([ProductArchived.make({ productId })])
     case "Reserve": {
       if (state.status !== "active")
         return Effect.fail(new ProductUnavailable({ productId, status: state.status }))
       // Idempotent per owner: a retried reservation holds nothing more.
-      if (state.holds[command.ownerId] !== undefined) return Effect.succeed([])
+      if (heldBy(state, command.ownerId) !== undefined) return Effect.succeed([])
       // Untracked products are unlimited (Medusa's manage_inventory off): nothing to hold.
       if (!inv.tracked) return Effect.succeed([])
       const available = availableQuantity(inv)
@@ -431,7 +438,7 @@ const decide = (
       )
     }
     case "Release": {
-      const held = state.holds[command.ownerId]
+      const held = heldBy(state, command.ownerId)
       if (held === undefined) return Effect.succeed([])
       return Effect.succeed(
         withCrossing(state, [
@@ -440,7 +447,7 @@ const decide = (
       )
     }
     case "Transfer": {
-      const held = state.holds[command.fromOwnerId]
+      const held = heldBy(state, command.fromOwnerId)
       if (held === undefined || command.fromOwnerId === command.toOwnerId) return Effect.succeed([])
       return Effect.succeed([
         ReservationTransferred.make({
@@ -453,7 +460,7 @@ const decide = (
     }
     case "Consume": {
       if (state.recentKeys.includes(`${command.ownerId}:${command.key}`)) return Effect.succeed([])
-      const held = state.holds[command.ownerId] ?? 0
+      const held = heldBy(state, command.ownerId) ?? 0
       const quantity = command.quantity ?? held
       if (quantity <= 0) return Effect.succeed([])
       const fromHold = Math.min(quantity, held)
@@ -548,7 +555,7 @@ const StateSchema = Schema.Struct({
     lowStockThreshold: Schema.Number,
     allowBackorder: Schema.Boolean
   }),
-  holds: Schema.Record({ key: Schema.String, value: Schema.Number }),
+  holds: Schema.HashMap({ key: Schema.String, value: Schema.Number }),
   recentKeys: Schema.Array(Schema.String),
   archivedAt: Schema.NullOr(Schema.Date),
   createdAt: Schema.Date,
@@ -561,7 +568,7 @@ export const ProductDecider = defineDecider({
   initialState: initial,
   evolve,
   decide,
-  snapshot: snapshotPolicy(StateSchema, { every: 100, version: 1 }),
+  snapshot: snapshotPolicy(StateSchema, { every: 100, version: 2 }),
   publicEvents: (event, state) => {
     switch (event.type) {
       case "product.created":

@@ -11,7 +11,7 @@ import type { EventMetadata } from "../eventstore/EventStore.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import { ProductCache } from "./cache.js"
-import { type ProductCommand, ProductDecider, type ProductError, productStream } from "./decider.js"
+import { heldBy, type ProductCommand, ProductDecider, type ProductError, productStream } from "./decider.js"
 import {
   CatalogPort,
   InsufficientStock,
@@ -162,7 +162,7 @@ export const makeCatalogPort = Effect.gen(function* () {
               ProductChangeInvalid: Effect.die
             })
           )
-          held.push({ productId: l.productId, quantity: result.state.holds[ownerId] ?? 0 })
+          held.push({ productId: l.productId, quantity: heldBy(result.state, ownerId) ?? 0 })
         }
         return held
       })

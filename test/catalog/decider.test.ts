@@ -7,6 +7,7 @@
  * never below 0 without backorders, and exactly one crossing event per crossing.
  */
 import { describe, expect, it } from "@effect/vitest"
+import { HashMap } from "effect"
 import * as fc from "fast-check"
 import {
   availableQuantity,
@@ -243,7 +244,7 @@ describe("product decider", () => {
       const d = stocked().when({ _tag: "Reserve", ownerId: "chk_a", quantity: 4 })
       d.thenEvents([StockReserved.make({ productId, ownerId: "chk_a", quantity: 4 })])
       expect(d.state.inventory.reservedQuantity).toBe(4)
-      expect(d.state.holds).toEqual({ chk_a: 4 })
+      expect(Object.fromEntries(d.state.holds)).toEqual({ chk_a: 4 })
       product.givenState(d.state).when({ _tag: "Reserve", ownerId: "chk_a", quantity: 4 }).thenNothing()
     })
 
@@ -291,7 +292,7 @@ describe("product decider", () => {
       d.thenEvents([
         ReservationTransferred.make({ productId, fromOwnerId: "chk_a", toOwnerId: "ord_a", quantity: 4 })
       ])
-      expect(d.state.holds).toEqual({ ord_a: 4 })
+      expect(Object.fromEntries(d.state.holds)).toEqual({ ord_a: 4 })
       expect(d.state.inventory.reservedQuantity).toBe(4)
       product
         .givenState(d.state)
@@ -318,7 +319,7 @@ describe("product decider", () => {
         .thenNothing()
       const rest = product.givenState(partial.state).when({ _tag: "Consume", ownerId: "ord_a", key: "ful_2" })
       expect(rest.state.inventory).toMatchObject({ stockedQuantity: 6, reservedQuantity: 0 })
-      expect(rest.state.holds).toEqual({})
+      expect(HashMap.size(rest.state.holds)).toBe(0)
       // Beyond the hold, only what is available (never other owners' holds).
       const crowded = product.run(held, { _tag: "Reserve", ownerId: "ord_b", quantity: 6 })
       product
@@ -585,7 +586,7 @@ describe("product decider", () => {
             expect(inv.stockedQuantity).toBe(model.stocked)
             expect(inv.reservedQuantity).toBe(model.reserved)
             expect(availableQuantity(inv)).toBe(inv.stockedQuantity - inv.reservedQuantity)
-            expect(Object.values(state.holds).reduce((a, b) => a + b, 0)).toBe(inv.reservedQuantity)
+            expect([...HashMap.values(state.holds)].reduce((a, b) => a + b, 0)).toBe(inv.reservedQuantity)
             expect(inv.stockedQuantity).toBeGreaterThanOrEqual(0)
             if (!backorder) expect(availableQuantity(inv)).toBeGreaterThanOrEqual(0)
             const levelAfter = levelOf(model)
