@@ -7,6 +7,7 @@
 import { HttpApi, HttpApiBuilder, OpenApi } from "@effect/platform"
 import { Layer } from "effect"
 import { customersModule } from "./customers/module.js"
+import { eventsModule } from "./events/module.js"
 import { ApiBase, SystemApi } from "./http/ApiBase.js"
 import { type RouteRule, routeScopesOf } from "./http/Auth.js"
 import { Conflict, IdempotencyKeyReused, TooManyRequests } from "./http/errors.js"
@@ -27,6 +28,7 @@ export class Api extends ApiBase.add(SystemApi)
   .addHttpApi(customersModule.routes)
   .addHttpApi(notificationsModule.routes)
   .addHttpApi(webhooksModule.routes)
+  .addHttpApi(eventsModule.routes)
   .annotate(OpenApi.Title, "commerce-platform")
   .annotate(OpenApi.Version, "0.1.0")
   .annotate(OpenApi.License, { name: "MIT", url: "https://opensource.org/licenses/MIT" })
@@ -56,6 +58,7 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
     identityModule.http,
     customersModule.http,
     notificationsModule.http,
-    webhooksModule.http
+    webhooksModule.http,
+    eventsModule.http
   ])
 )

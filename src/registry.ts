@@ -4,6 +4,7 @@
  * routes and layers in src/Api.ts and src/services.ts, one line each).
  */
 import { customersModule } from "./customers/module.js"
+import { eventsModule } from "./events/module.js"
 import type { AnyEventType } from "./eventstore/EventType.js"
 import { idempotencyPurgeProcessor } from "./http/Idempotency.js"
 import { identityModule } from "./identity/module.js"
@@ -15,7 +16,13 @@ import type { ProcessorServices } from "./services.js"
 import { webhooksModule } from "./webhooks/module.js"
 
 /** The bounded contexts, in registration order (events, projections, processors, routes). */
-export const modules = [identityModule, customersModule, notificationsModule, webhooksModule] as const
+export const modules = [
+  identityModule,
+  customersModule,
+  notificationsModule,
+  webhooksModule,
+  eventsModule
+] as const
 
 export const eventTypes: ReadonlyArray<AnyEventType> = modules.flatMap(
   (m): ReadonlyArray<AnyEventType> => m.eventTypes

@@ -10,6 +10,7 @@ import { Api } from "./Api.js"
 import { OpsStatusLive, subscriptionSpecs } from "./audit/OpsStatus.js"
 import type { AppConfig } from "./config.js"
 import { customersModule } from "./customers/module.js"
+import { eventsModule } from "./events/module.js"
 import type { AppendSignal } from "./eventstore/AppendSignal.js"
 import type { EventStore } from "./eventstore/EventStore.js"
 import { KnownEventTypesLive } from "./eventstore/EventType.js"
@@ -43,7 +44,8 @@ export const ContextServicesLive = Layer.mergeAll(
   identityModule.services,
   customersModule.services,
   notificationsModule.services,
-  webhooksModule.services
+  webhooksModule.services,
+  eventsModule.services
 ).pipe(
   Layer.provideMerge(
     Layer.mergeAll(identityModule.port, customersModule.port, notificationsModule.port, webhooksModule.port)
