@@ -55,7 +55,6 @@ export const EventListParams = Schema.Struct({
   createdAfter: Schema.optional(Instant("createdAfter")),
   createdBefore: Schema.optional(Instant("createdBefore"))
 })
-export type EventListParams = typeof EventListParams.Type
 
 // --- Endpoints ---------------------------------------------------------------------------------------
 

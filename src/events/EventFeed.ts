@@ -7,7 +7,6 @@ import { Context, Effect, Layer, Option } from "effect"
 import { BadRequest, NotFound } from "../http/errors.js"
 import type { V1Page } from "../http/Lists.js"
 import * as Ids from "../kernel/Ids.js"
-import type { EventListParams } from "./Api.js"
 import { feedPage, type PublicEventRecord, publicEventById, type TypeFilter } from "./queries.js"
 import { redactSecrets } from "./redaction.js"
 
@@ -34,6 +33,17 @@ export const eventView = (record: PublicEventRecord): EventView => ({
 export const typeFilter = (type: string): TypeFilter =>
   type.endsWith(".*") ? { _tag: "Prefix", prefix: type.slice(0, -1) } : { _tag: "Exact", type }
 
+/** What a list asks for: `/v1` page parameters and the filters (as decoded by the route's schema). */
+export interface EventListInput {
+  readonly limit: number
+  readonly startingAfter?: string | undefined
+  readonly endingBefore?: string | undefined
+  /** An exact type or `prefix.*`. */
+  readonly type?: string | undefined
+  readonly createdAfter?: Date | undefined
+  readonly createdBefore?: Date | undefined
+}
+
 const notFound = NotFound.of({ message: "No such event", param: "id" })
 
 const invalid = (param: string, message: string) =>
@@ -42,7 +52,7 @@ const invalid = (param: string, message: string) =>
 export const makeEventFeed = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
 
-  const list = (params: EventListParams): Effect.Effect<V1Page<EventView>, BadRequest> =>
+  const list = (params: EventListInput): Effect.Effect<V1Page<EventView>, BadRequest> =>
     Effect.gen(function* () {
       if (params.startingAfter !== undefined && params.endingBefore !== undefined)
         return yield* invalid("endingBefore", "pass startingAfter or endingBefore, not both")
