@@ -8,6 +8,7 @@ import { HttpApi, HttpApiBuilder, OpenApi } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { catalogModule } from "./catalog/module.js"
 import { customersModule } from "./customers/module.js"
+import { eventsModule } from "./events/module.js"
 import { ApiBase, SystemApi } from "./http/ApiBase.js"
 import { type RouteRule, routeScopesOf } from "./http/Auth.js"
 import { Conflict, IdempotencyKeyReused, TooManyRequests } from "./http/errors.js"
@@ -30,6 +31,7 @@ export class Api extends ApiBase.add(SystemApi)
   .addHttpApi(notificationsModule.routes)
   .addHttpApi(webhooksModule.routes)
   .addHttpApi(catalogModule.routes)
+  .addHttpApi(eventsModule.routes)
   .annotate(OpenApi.Title, "commerce-platform")
   .annotate(OpenApi.Version, "0.1.0")
   .annotate(OpenApi.License, { name: "MIT", url: "https://opensource.org/licenses/MIT" })
@@ -60,7 +62,8 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
     customersModule.http,
     notificationsModule.http,
     webhooksModule.http,
-    catalogModule.http
+    catalogModule.http,
+    eventsModule.http
   ])
 )
 

@@ -5,6 +5,7 @@
  */
 import { catalogModule } from "./catalog/module.js"
 import { customersModule } from "./customers/module.js"
+import { eventsModule } from "./events/module.js"
 import type { AnyEventType } from "./eventstore/EventType.js"
 import { idempotencyPurgeProcessor } from "./http/Idempotency.js"
 import { identityModule } from "./identity/module.js"
@@ -21,7 +22,8 @@ export const modules = [
   customersModule,
   notificationsModule,
   webhooksModule,
-  catalogModule
+  catalogModule,
+  eventsModule
 ] as const
 
 export const eventTypes: ReadonlyArray<AnyEventType> = modules.flatMap(

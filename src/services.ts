@@ -11,6 +11,7 @@ import { OpsStatusLive, subscriptionSpecs } from "./audit/OpsStatus.js"
 import { catalogModule } from "./catalog/module.js"
 import type { AppConfig } from "./config.js"
 import { customersModule } from "./customers/module.js"
+import { eventsModule } from "./events/module.js"
 import type { AppendSignal } from "./eventstore/AppendSignal.js"
 import type { EventStore } from "./eventstore/EventStore.js"
 import { KnownEventTypesLive } from "./eventstore/EventType.js"
@@ -45,7 +46,8 @@ export const ContextServicesLive = Layer.mergeAll(
   customersModule.services,
   notificationsModule.services,
   webhooksModule.services,
-  catalogModule.services
+  catalogModule.services,
+  eventsModule.services
 ).pipe(
   Layer.provideMerge(
     Layer.mergeAll(

@@ -23,6 +23,7 @@ const CONTEXTS = [
   "customers",
   "notifications",
   "webhooks",
+  "events",
   "catalog",
   "checkout",
   "orders",

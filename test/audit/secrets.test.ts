@@ -4,7 +4,8 @@
  * endpoint (and rotates its secret) and a completed password reset, the export (`exportEventLog`, as
  * `npm run events:export` runs it) and the `EventLog.Stream` RPC feed hold none of the secrets it
  * knows — the raw ones it was shown and every `Secret` field it reads inside the process — while
- * "[secret]" stands in their place; nor do the public snapshots that webhooks deliver, nor the logs. And the
+ * "[secret]" stands in their place; nor do the public snapshots that webhooks deliver, nor the events
+ * feed (`GET /v1/events`), nor the logs. And the
  * export redirected from npm is NDJSON: the README runs it with `npm run -s`.
  */
 import { execFileSync } from "node:child_process"
@@ -255,6 +256,39 @@ layer(AuditHttp, { excludeTestServices: true, timeout: 120_000 })("secrets in th
         expect(leaked(deliverable.map((s) => s.data).join("\n"), known)).toEqual([])
         // The reset token is public-event data only for the email, a type no webhook can subscribe to.
         expect(isWebhookEventType("customer.password_reset")).toBe(false)
+
+        // The events feed (`GET /v1/events`), every page: every public event, the reset's included
+        // (read again until it is listed: on a shared server the feed's horizon waits for every older
+        // transaction in the cluster).
+        const readFeed = Effect.gen(function* () {
+          let text = ""
+          let count = 0
+          let startingAfter: string | undefined
+          while (true) {
+            const page = yield* call(
+              "GET",
+              `/v1/events?limit=100${startingAfter === undefined ? "" : `&startingAfter=${startingAfter}`}`,
+              { token: String(raw["API key"]) }
+            )
+            expectStatus(page, 200)
+            text += page.text
+            count += page.body.data.length
+            if (!page.body.hasMore) return { text, count }
+            startingAfter = page.body.data[page.body.data.length - 1].id
+          }
+        })
+        let listed = yield* readFeed
+        for (
+          let attempt = 0;
+          attempt < 300 && !listed.text.includes('"type":"customer.password_reset"');
+          attempt++
+        ) {
+          yield* Effect.sleep("100 millis")
+          listed = yield* readFeed
+        }
+        expect(listed.text).toContain('"type":"customer.password_reset"')
+        expect(listed.count).toBeLessThanOrEqual(snapshots.length)
+        expect(leaked(listed.text, known)).toEqual([])
 
         // Nor do the logs (one access-log line per request at least).
         expect(logged.filter((l) => l.includes('message="http request"')).length).toBeGreaterThan(10)

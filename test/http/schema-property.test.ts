@@ -164,6 +164,10 @@ const STATEFUL_400S: ReadonlyArray<{
   // A cursor naming no object (Stripe's 400), or both cursors at once.
   { op: "v1Webhooks.list", code: "resource_missing" },
   { op: "v1Webhooks.list", code: "parameter_invalid", param: "endingBefore" },
+  { op: "v1Events.list", code: "resource_missing" },
+  { op: "v1Events.list", code: "parameter_invalid", param: "endingBefore" },
+  // Two instants against each other: `createdBefore` later than `createdAfter`.
+  { op: "v1Events.list", code: "parameter_invalid", param: "createdBefore" },
   // "Within the last 14 days and not in the future" moves with the clock.
   { op: "webhooks.recover", code: "parameter_invalid", param: "since" },
   // References to objects that do not exist, or exist for another channel.
@@ -293,11 +297,15 @@ layer(identityHttp(), OPTIONS)("every operation against its own schemas", (it) =
             ).id
           )
         }
+        // Public events of the customers above (those already past the feed's horizon).
+        const events = yield* call("GET", "/v1/events?limit=10", { token })
+        const eventIds: ReadonlyArray<string> = (events.body?.data ?? []).map((e: { id: string }) => e.id)
         const known: Known = {
           "/user:id": customers,
           "/user:address_id": addresses,
           "/webhook:id": webhooks,
           "/v1/webhooks:id": webhooks,
+          "/v1/events:id": eventIds,
           "/notification:id": notifications,
           "/notification/template:id": templates,
           "/apikey:id": apiKeys,
