@@ -164,6 +164,16 @@ const STATEFUL_400S: ReadonlyArray<{
   // A cursor naming no object (Stripe's 400), or both cursors at once.
   { op: "v1Webhooks.list", code: "resource_missing" },
   { op: "v1Webhooks.list", code: "parameter_invalid", param: "endingBefore" },
+  { op: "products.list", code: "resource_missing" },
+  { op: "products.list", code: "parameter_invalid", param: "endingBefore" },
+  // Stock against the product's stock and reservations (stored): never below 0, nor below what is
+  // reserved without backorders. Other `inventory` refusals are shape errors all the same.
+  {
+    op: "products.update",
+    code: "parameter_invalid",
+    param: "inventory",
+    unless: /^(?!stock cannot go below|more units are reserved)/
+  },
   // "Within the last 14 days and not in the future" moves with the clock.
   { op: "webhooks.recover", code: "parameter_invalid", param: "since" },
   // References to objects that do not exist, or exist for another channel.
@@ -293,6 +303,21 @@ layer(identityHttp(), OPTIONS)("every operation against its own schemas", (it) =
             ).id
           )
         }
+        const products: Array<string> = []
+        for (let i = 0; i < 3; i++) {
+          products.push(
+            created<{ id: string }>(
+              yield* call("POST", "/v1/products", {
+                token,
+                json: {
+                  name: `Product ${i}`,
+                  price: { amount: 100, currency: "USD" },
+                  inventory: { stockedQuantity: 5 }
+                }
+              })
+            ).id
+          )
+        }
         const known: Known = {
           "/user:id": customers,
           "/user:address_id": addresses,
@@ -301,7 +326,8 @@ layer(identityHttp(), OPTIONS)("every operation against its own schemas", (it) =
           "/notification:id": notifications,
           "/notification/template:id": templates,
           "/apikey:id": apiKeys,
-          "/oauth/clients:id": clients
+          "/oauth/clients:id": clients,
+          "/v1/products:id": products
         }
 
         const ordered = [...operations.filter((op) => !destructive(op)), ...operations.filter(destructive)]
