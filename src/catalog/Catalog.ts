@@ -34,7 +34,8 @@ import {
   type ProductView,
   productView,
   selectProduct,
-  skuTaken
+  skuTaken,
+  stateView
 } from "./queries.js"
 
 const notFound = NotFound.of({ message: "No such product", param: "id" })
@@ -166,7 +167,7 @@ export const makeCatalog = Effect.gen(function* () {
   const create = (actor: AuthenticatedActor, input: NewProductInput) =>
     Effect.gen(function* () {
       const productId = yield* Ids.make("prod")
-      yield* transact(
+      const result = yield* transact(
         Effect.zipRight(
           ensureSkuFree(input.sku),
           execute(productId, createProductCommand(productId, input), actor)
@@ -178,8 +179,7 @@ export const makeCatalog = Effect.gen(function* () {
         // A creation names no existing product.
         Effect.catchTag("NotFound", Effect.die)
       )
-      // Just written in this request's transaction: its row is there (read-your-writes).
-      return yield* Effect.orDie(view(productId))
+      return stateView(result.state)
     }).pipe(orDieUnlessHttp)
 
   const get = (actor: AuthenticatedActor, id: string) =>
@@ -236,27 +236,27 @@ export const makeCatalog = Effect.gen(function* () {
   const update = (actor: AuthenticatedActor, id: string, patch: ProductPatchInput) =>
     Effect.gen(function* () {
       const productId = yield* validId(id)
-      yield* transact(
+      const result = yield* transact(
         Effect.gen(function* () {
           // Stock changes queue behind this product's reservations (see CatalogPort).
           yield* lockProducts(sql, [productId])
           yield* ensureSkuFree(patch.sku, productId)
-          yield* execute(productId, { _tag: "Update", changes: changesOf(patch) }, actor)
+          return yield* execute(productId, { _tag: "Update", changes: changesOf(patch) }, actor)
         })
       ).pipe(
         Effect.catchIf(isUniqueViolation, () => Effect.fail(skuConflict)),
         domainErrors
       )
-      return yield* view(productId)
+      return stateView(result.state)
     }).pipe(orDieUnlessHttp)
 
   const archive = (actor: AuthenticatedActor, id: string) =>
     Effect.gen(function* () {
       const productId = yield* validId(id)
-      yield* transact(
+      const result = yield* transact(
         Effect.zipRight(lockProducts(sql, [productId]), execute(productId, { _tag: "Archive" }, actor))
       ).pipe(domainErrors)
-      return yield* view(productId)
+      return stateView(result.state)
     }).pipe(orDieUnlessHttp)
 
   return { create, get, getEncoded, list, update, archive }

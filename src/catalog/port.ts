@@ -139,10 +139,7 @@ export const makeCatalogPort = Effect.gen(function* () {
           for (const l of summed) {
             const { state } = yield* runner.load(ProductDecider, productStream(l.productId))
             const decided = yield* Effect.either(
-              ProductDecider.decide(
-                { _tag: "Reserve", ownerId, quantity: l.quantity },
-                { ...state, productId: l.productId }
-              )
+              ProductDecider.decide({ _tag: "Reserve", ownerId, quantity: l.quantity }, state)
             )
             if (Either.isLeft(decided)) return yield* lineError(l, decided.left)
           }

@@ -5,7 +5,7 @@
  * when the row is already at or past it, so applying an event twice changes nothing and a rebuild
  * from position zero reproduces the rows exactly.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { optionalColumn } from "../db/Sql.js"
 import { defineProjection } from "../kernel/Projection.js"
@@ -23,10 +23,13 @@ export const CatalogProjection = defineProjection({
       const sql = yield* SqlClient.SqlClient
       const products = sql(target.table(PRODUCTS))
       const reservations = sql(target.table(RESERVATIONS))
-      /** Moves the row to this event's version; false when there is nothing (more) to apply. */
-      const advance = (productId: string, version: number) =>
+      /**
+       * Applies `set` to the product's row together with this event's version, in one statement;
+       * false when the row is already at or past it (or absent): nothing (more) to apply.
+       */
+      const advance = (productId: string, version: number, set: Statement.Fragment = sql``) =>
         Effect.map(
-          sql`UPDATE ${products} SET version = ${version}
+          sql`UPDATE ${products} SET version = ${version}${set}
             WHERE product_id = ${productId} AND version < ${version} RETURNING 1 AS ok`,
           (rows) => rows.length > 0
         )
@@ -60,7 +63,6 @@ export const CatalogProjection = defineProjection({
           }
           case "product.updated": {
             const d = e.data
-            if (!(yield* advance(d.productId, e.streamVersion))) break
             const changes: Record<string, string | number | boolean | null | Date> = {
               ...optionalColumn("name", d.name),
               ...optionalColumn("description", d.description),
@@ -76,36 +78,45 @@ export const CatalogProjection = defineProjection({
               ...optionalColumn("allow_backorder", d.allowBackorder),
               ...optionalColumn("stocked_quantity", d.stockedQuantity),
               ...(d.status === undefined ? {} : { deleted_at: d.status === "archived" ? at : null }),
+              ...(d.price === undefined ? {} : { price: JSON.stringify(d.price), price_type: d.price.type }),
               updated_at: at
             }
-            yield* sql`UPDATE ${products} SET ${sql.update(changes)} WHERE product_id = ${d.productId}`
-            if (d.price !== undefined) {
-              yield* sql`UPDATE ${products} SET price = ${JSON.stringify(d.price)}::jsonb, price_type = ${d.price.type},
-                  price_version = price_version + 1
-                WHERE product_id = ${d.productId}`
-            }
+            const priceVersion = d.price === undefined ? sql`` : sql`, price_version = price_version + 1`
+            yield* advance(d.productId, e.streamVersion, sql`, ${sql.update(changes)}${priceVersion}`)
             break
           }
           case "product.archived": {
             const d = e.data
-            if (!(yield* advance(d.productId, e.streamVersion))) break
-            yield* sql`UPDATE ${products} SET status = 'archived', deleted_at = ${at}, updated_at = ${at}
-              WHERE product_id = ${d.productId}`
+            yield* advance(
+              d.productId,
+              e.streamVersion,
+              sql`, status = 'archived', deleted_at = ${at}, updated_at = ${at}`
+            )
             break
           }
           case "product.stock_reserved": {
             const d = e.data
-            if (!(yield* advance(d.productId, e.streamVersion))) break
-            yield* sql`UPDATE ${products} SET reserved_quantity = reserved_quantity + ${d.quantity}
-              WHERE product_id = ${d.productId}`
+            if (
+              !(yield* advance(
+                d.productId,
+                e.streamVersion,
+                sql`, reserved_quantity = reserved_quantity + ${d.quantity}`
+              ))
+            )
+              break
             yield* hold(d.ownerId, d.productId, d.quantity, at)
             break
           }
           case "product.reservation_released": {
             const d = e.data
-            if (!(yield* advance(d.productId, e.streamVersion))) break
-            yield* sql`UPDATE ${products} SET reserved_quantity = reserved_quantity - ${d.quantity}
-              WHERE product_id = ${d.productId}`
+            if (
+              !(yield* advance(
+                d.productId,
+                e.streamVersion,
+                sql`, reserved_quantity = reserved_quantity - ${d.quantity}`
+              ))
+            )
+              break
             yield* sql`DELETE FROM ${reservations} WHERE owner_id = ${d.ownerId} AND product_id = ${d.productId}`
             break
           }
@@ -118,18 +129,19 @@ export const CatalogProjection = defineProjection({
           }
           case "product.stock_consumed": {
             const d = e.data
-            if (!(yield* advance(d.productId, e.streamVersion))) break
-            yield* sql`UPDATE ${products} SET stocked_quantity = greatest(0, stocked_quantity - ${d.quantity}),
-                reserved_quantity = reserved_quantity - ${d.fromHold}
-              WHERE product_id = ${d.productId}`
+            const set = sql`, stocked_quantity = greatest(0, stocked_quantity - ${d.quantity}),
+              reserved_quantity = reserved_quantity - ${d.fromHold}`
+            if (!(yield* advance(d.productId, e.streamVersion, set))) break
             if (d.fromHold > 0) yield* unhold(d.ownerId, d.productId, d.fromHold, at)
             break
           }
           case "product.stock_returned": {
             const d = e.data
-            if (!(yield* advance(d.productId, e.streamVersion))) break
-            yield* sql`UPDATE ${products} SET stocked_quantity = stocked_quantity + ${d.quantity}
-              WHERE product_id = ${d.productId}`
+            yield* advance(
+              d.productId,
+              e.streamVersion,
+              sql`, stocked_quantity = stocked_quantity + ${d.quantity}`
+            )
             break
           }
           case "product.stock_level_changed":

@@ -5,6 +5,7 @@
 import type { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import { textArray } from "../db/Sql.js"
+import type { ProductState } from "./decider.js"
 import type { PriceData } from "./events.js"
 import { PRODUCTS, RESERVATIONS } from "./projection.js"
 
@@ -58,6 +59,31 @@ export const productView = (row: ProductRow) => ({
   updatedAt: row.updatedAt
 })
 export type ProductView = ReturnType<typeof productView>
+
+/**
+ * The same object from the aggregate's state after a command: what a write answers with, without
+ * reading back the row it has just written (the route tests check both agree).
+ */
+export const stateView = (state: ProductState): ProductView =>
+  productView({
+    id: state.productId,
+    name: state.name,
+    description: state.description,
+    sku: state.sku,
+    status: state.status === "none" ? "draft" : state.status,
+    price: state.price,
+    priceVersion: state.priceVersion,
+    images: state.images,
+    metadata: state.metadata,
+    tracked: state.inventory.tracked,
+    stockedQuantity: state.inventory.stockedQuantity,
+    reservedQuantity: state.inventory.reservedQuantity,
+    lowStockThreshold: state.inventory.lowStockThreshold,
+    allowBackorder: state.inventory.allowBackorder,
+    deletedAt: state.archivedAt,
+    createdAt: state.createdAt,
+    updatedAt: state.updatedAt
+  })
 
 /** One product by id: a primary-key lookup, nothing else. */
 export const selectProduct = (sql: SqlClient.SqlClient, productId: string) =>

@@ -46,7 +46,29 @@ const payment = (status: string) => ({
   currency: "USD",
   createdAt: AT
 })
-const product = { id: "prod_sample", name: "Sample product", price: 1999, currency: "USD", createdAt: AT }
+/** The `/v1` product object, as `product.*` events carry it (src/catalog). */
+const product = (status: string, deletedAt: string | null = null) => ({
+  object: "product",
+  id: "prod_sample",
+  name: "Sample product",
+  description: null,
+  sku: "SAMPLE-1",
+  status,
+  price: { amount: 1999, currency: "USD", type: "one_time", recurring: null, version: 1 },
+  inventory: {
+    tracked: true,
+    stockedQuantity: 50,
+    reservedQuantity: 2,
+    availableQuantity: 48,
+    lowStockThreshold: 5,
+    allowBackorder: false
+  },
+  images: [],
+  metadata: {},
+  deletedAt,
+  createdAt: AT,
+  updatedAt: AT
+})
 const customer = {
   id: "cus_sample",
   email: "shopper@example.com",
@@ -54,7 +76,17 @@ const customer = {
   lastName: "Shopper",
   createdAt: AT
 }
-const inventory = (available: number) => ({ productId: "prod_sample", sku: "SAMPLE-1", available })
+/** Research §2.2's payload of `inventory.*` events (src/catalog). */
+const inventory = (stocked: number, reserved: number, previousState: string, state: string) => ({
+  productId: "prod_sample",
+  sku: "SAMPLE-1",
+  stockedQuantity: stocked,
+  reservedQuantity: reserved,
+  availableQuantity: stocked - reserved,
+  lowStockThreshold: 5,
+  previousState,
+  state
+})
 
 /** What a test delivery of each type carries as `data`. */
 export const SAMPLE_DATA: Readonly<Record<WebhookEventType, Readonly<Record<string, unknown>>>> = {
@@ -67,12 +99,12 @@ export const SAMPLE_DATA: Readonly<Record<WebhookEventType, Readonly<Record<stri
   "payment.captured": payment("captured"),
   "payment.failed": { ...payment("failed"), failureCode: "card_declined" },
   "payment.refunded": { ...payment("refunded"), amountRefunded: 4999 },
-  "product.created": product,
-  "product.updated": product,
-  "product.deleted": { id: "prod_sample", deleted: true },
+  "product.created": product("active"),
+  "product.updated": product("active"),
+  "product.deleted": product("archived", AT),
   "customer.created": customer,
   "customer.updated": customer,
-  "inventory.low_stock": inventory(3),
-  "inventory.out_of_stock": inventory(0),
-  "inventory.restocked": inventory(50)
+  "inventory.low_stock": inventory(10, 7, "in_stock", "low_stock"),
+  "inventory.out_of_stock": inventory(10, 10, "low_stock", "out_of_stock"),
+  "inventory.restocked": inventory(60, 10, "out_of_stock", "in_stock")
 }

@@ -61,10 +61,8 @@ const newProduct = (
   },
   ...extra
 })
-const created = (inventory: Partial<NewProduct["inventory"]> = {}, extra: Partial<NewProduct> = {}) => {
-  const { ...p } = newProduct(inventory, extra)
-  return ProductCreated.make(p)
-}
+const created = (inventory: Partial<NewProduct["inventory"]> = {}, extra: Partial<NewProduct> = {}) =>
+  ProductCreated.make(newProduct(inventory, extra))
 const stocked = (inventory: Partial<NewProduct["inventory"]> = {}) => product.given([created(inventory)])
 const crossing = (previousLevel: StockLevel, level: StockLevel) =>
   StockLevelChanged.make({ productId, previousLevel, level })

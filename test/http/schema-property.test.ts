@@ -168,6 +168,16 @@ const STATEFUL_400S: ReadonlyArray<{
   { op: "v1Events.list", code: "parameter_invalid", param: "endingBefore" },
   // Two instants against each other: `createdBefore` later than `createdAfter`.
   { op: "v1Events.list", code: "parameter_invalid", param: "createdBefore" },
+  { op: "products.list", code: "resource_missing" },
+  { op: "products.list", code: "parameter_invalid", param: "endingBefore" },
+  // Stock against the product's stock and reservations (stored): never below 0, nor below what is
+  // reserved without backorders. Other `inventory` refusals are shape errors all the same.
+  {
+    op: "products.update",
+    code: "parameter_invalid",
+    param: "inventory",
+    unless: /^(?!stock cannot go below|more units are reserved)/
+  },
   // "Within the last 14 days and not in the future" moves with the clock.
   { op: "webhooks.recover", code: "parameter_invalid", param: "since" },
   // References to objects that do not exist, or exist for another channel.
@@ -300,6 +310,21 @@ layer(identityHttp(), OPTIONS)("every operation against its own schemas", (it) =
         // Public events of the customers above (those already past the feed's horizon).
         const events = yield* call("GET", "/v1/events?limit=10", { token })
         const eventIds: ReadonlyArray<string> = (events.body?.data ?? []).map((e: { id: string }) => e.id)
+        const products: Array<string> = []
+        for (let i = 0; i < 3; i++) {
+          products.push(
+            created<{ id: string }>(
+              yield* call("POST", "/v1/products", {
+                token,
+                json: {
+                  name: `Product ${i}`,
+                  price: { amount: 100, currency: "USD" },
+                  inventory: { stockedQuantity: 5 }
+                }
+              })
+            ).id
+          )
+        }
         const known: Known = {
           "/user:id": customers,
           "/user:address_id": addresses,
@@ -309,7 +334,8 @@ layer(identityHttp(), OPTIONS)("every operation against its own schemas", (it) =
           "/notification:id": notifications,
           "/notification/template:id": templates,
           "/apikey:id": apiKeys,
-          "/oauth/clients:id": clients
+          "/oauth/clients:id": clients,
+          "/v1/products:id": products
         }
 
         const ordered = [...operations.filter((op) => !destructive(op)), ...operations.filter(destructive)]
