@@ -275,6 +275,27 @@ layer(IdentityHttp, OPTIONS)("products over HTTP", (it) => {
       })
     )
 
+    it.effect(
+      "Idempotency-Key: the same create again replays the first product, nothing more is written",
+      () =>
+        Effect.gen(function* () {
+          const token = yield* adminToken
+          const marker = unique("idem")
+          const send = call("POST", "/v1/products", {
+            token,
+            headers: { "idempotency-key": marker },
+            json: { name: marker, price: { amount: 300, currency: "USD" }, inventory: { stockedQuantity: 1 } }
+          })
+          const first = yield* send
+          expect(first.status, first.text).toBe(201)
+          const again = yield* send
+          expect(again.status).toBe(201)
+          expect(again.headers["idempotent-replayed"]).toBe("true")
+          expect(again.body).toEqual(first.body)
+          expect(yield* countMatching(token, marker)).toBe(1)
+        })
+    )
+
     it.effect("401 without a credential; 403 for shoppers and read-only keys", () =>
       Effect.gen(function* () {
         const json = { name: "x", price: { amount: 1, currency: "USD" } }
