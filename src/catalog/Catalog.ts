@@ -1,8 +1,8 @@
 /**
  * The catalog use cases behind `/v1/products`. Each write runs in ONE transaction: the SKU check
- * (a pre-check answering 409 at once, with the read model's unique index as the guarantee under
- * concurrent creates), the product's row lock (stock changes queue behind reservations of the same
- * product) and the command. Shoppers (role `customer`) see active products only; anything else is
+ * (under the SKU's advisory lock, so concurrent claims of one SKU queue and the second gets a clean
+ * 409; the read model's unique index is the backstop), the product's row lock (stock changes queue
+ * behind reservations of the same product) and the command. Shoppers (role `customer`) see active products only; anything else is
  * 404 to them, exactly like an unknown id.
  */
 import { SqlClient } from "@effect/sql"
@@ -129,9 +129,9 @@ export const makeCatalog = Effect.gen(function* () {
   /** Malformed and foreign-prefixed ids are unknown ids: 404. */
   const validId = (id: string) => (Ids.isValid("prod", id) ? Effect.succeed(id) : Effect.fail(notFound))
 
-  const view = (productId: string, actor?: AuthenticatedActor) =>
+  const view = (productId: string, actor: AuthenticatedActor) =>
     Effect.flatMap(selectProduct(sql, productId), (row) =>
-      Option.isSome(row) && (actor === undefined || !isShopper(actor) || row.value.status === "active")
+      Option.isSome(row) && (!isShopper(actor) || row.value.status === "active")
         ? Effect.succeed(productView(row.value))
         : Effect.fail(notFound)
     )
@@ -157,6 +157,7 @@ export const makeCatalog = Effect.gen(function* () {
         .pipe(Effect.tap(() => cache.changed(productId)))
     )
 
+  /** Refuses a SKU another product holds (under the SKU's lock: see `skuTaken`). */
   const ensureSkuFree = (sku: string | null | undefined, productId?: string) =>
     sku === undefined || sku === null
       ? Effect.void
@@ -173,7 +174,7 @@ export const makeCatalog = Effect.gen(function* () {
           execute(productId, createProductCommand(productId, input), actor)
         )
       ).pipe(
-        // Two creations of one SKU raced: the read model's unique index refused the second.
+        // The backstop: the read model's unique index refused a SKU (see `skuTaken`).
         Effect.catchIf(isUniqueViolation, () => Effect.fail(skuConflict)),
         domainErrors,
         // A creation names no existing product.

@@ -92,11 +92,24 @@ export const selectProduct = (sql: SqlClient.SqlClient, productId: string) =>
     (rows) => Option.fromNullable(rows[0])
   )
 
-/** Whether a product holds `sku` (other than `except`). */
+/** Advisory-lock space of SKUs (two-int4 keys; projections use 7701, idempotency keys one bigint). */
+export const SKU_LOCK_CLASS = 7_702
+
+/**
+ * Whether a product holds `sku` (other than `except`), asked under the SKU's transaction-scoped
+ * lock: two transactions claiming one SKU queue on the lock, and the second's check (a statement
+ * after the wait, so a fresh snapshot) sees the first's committed row. The refusal is then a clean
+ * 409 before any write, rather than a unique violation that would abort the transaction — the
+ * caller's too (an Idempotency-Key request stores its answer in it). The unique index stays as the
+ * backstop.
+ */
 export const skuTaken = (sql: SqlClient.SqlClient, sku: string, except?: string) =>
-  Effect.map(
-    sql<{ readonly id: string }>`SELECT product_id AS id FROM ${sql(PRODUCTS)} WHERE sku = ${sku}`,
-    (rows) => rows.some((r) => r.id !== except)
+  Effect.zipRight(
+    sql`SELECT pg_advisory_xact_lock(${SKU_LOCK_CLASS}, hashtext(${sku}))`,
+    Effect.map(
+      sql<{ readonly id: string }>`SELECT product_id AS id FROM ${sql(PRODUCTS)} WHERE sku = ${sku}`,
+      (rows) => rows.some((r) => r.id !== except)
+    )
   )
 
 export interface HoldRow {

@@ -352,6 +352,30 @@ describe("product decider", () => {
     })
   })
 
+  describe("snapshots", () => {
+    it("a state survives the snapshot's JSON round trip (holds, keys, dates, price)", () => {
+      const policy = ProductDecider.snapshot
+      if (policy === undefined) return expect.fail("the product decider keeps snapshots")
+      let state = product
+        .given([created({}, { metadata: { a: { b: [1, 2] } } })])
+        .when({ _tag: "Archive" }).before
+      state = product.run(
+        state,
+        { _tag: "Reserve", ownerId: "chk_a", quantity: 2 },
+        { _tag: "Reserve", ownerId: "chk_b", quantity: 1 },
+        { _tag: "Transfer", fromOwnerId: "chk_a", toOwnerId: "ord_a" },
+        { _tag: "Consume", ownerId: "ord_a", key: "ful_1", quantity: 1 },
+        {
+          _tag: "Update",
+          changes: { price: { amount: 5, currency: "EUR", type: "one_time", recurring: null } }
+        }
+      )
+      const stored = JSON.parse(JSON.stringify(policy.encode(state)))
+      const decoded = policy.decode(stored)
+      expect(decoded._tag === "Some" && decoded.value).toEqual(state)
+    })
+  })
+
   describe("crossings (COMMERCE decision 8, research §2.2)", () => {
     it("the level follows available against 0 and the threshold; untracked has none", () => {
       const inv = {

@@ -267,6 +267,29 @@ layer(IdentityHttp, OPTIONS)("stock reservations", (it) => {
     })
   )
 
+  it.effect("a hot product's long stream loads from its snapshot and stays exact", () =>
+    Effect.gen(function* () {
+      const token = yield* adminToken
+      const port = yield* CatalogPort
+      const p = yield* stockedProduct(token, 100)
+      const run = unique("hot")
+      // 130 events: 65 reservations, each released.
+      for (let i = 0; i < 65; i++) {
+        yield* reserve(`chk_${run}_${i}`, [{ productId: p.id, quantity: 1 }])
+        if (i < 60) yield* port.release(`chk_${run}_${i}`, META)
+      }
+      const sql = yield* SqlClient.SqlClient
+      const snapshots = yield* sql<{ version: string | number }>`SELECT version FROM event_store.snapshots
+        WHERE stream_id = ${`product-${p.id}`}`
+      expect(Number(snapshots[0]?.version ?? 0)).toBeGreaterThanOrEqual(100)
+      // Decided from the snapshot plus what followed: the holds are all there.
+      for (let i = 60; i < 65; i++) yield* port.release(`chk_${run}_${i}`, META)
+      expect(yield* inventoryOf(token, p.id)).toMatchObject({ stockedQuantity: 100, reservedQuantity: 0 })
+      yield* reserve(`chk_${run}_last`, [{ productId: p.id, quantity: 100 }])
+      expect((yield* inventoryOf(token, p.id)).availableQuantity).toBe(0)
+    })
+  )
+
   it.effect("a hold's life: release, convert to an order, fulfil (in parts, once per key), restock", () =>
     Effect.gen(function* () {
       const token = yield* adminToken

@@ -272,7 +272,44 @@ layer(IdentityHttp, OPTIONS)("products over HTTP", (it) => {
         for (const r of replies.filter((r) => r.status !== 201))
           expectError(r, 409, "resource_already_exists", "sku")
         expect(yield* countMatching(token, stormSku)).toBe(1)
+        // The same with an Idempotency-Key each (the request's transaction is the middleware's): still
+        // one 201 and clean 409s, never a 5xx.
+        const keyedSku = unique("KEYED")
+        const keyed = yield* Effect.all(
+          Array.from({ length: 20 }, (_, i) =>
+            call("POST", "/v1/products", {
+              token,
+              headers: { "idempotency-key": `${keyedSku}-${i}` },
+              json: { name: `Keyed ${i}`, sku: keyedSku, price: { amount: 1, currency: "USD" } }
+            })
+          ),
+          { concurrency: "unbounded" }
+        )
+        expect(keyed.filter((r) => r.status === 201)).toHaveLength(1)
+        for (const r of keyed.filter((r) => r.status !== 201))
+          expectError(r, 409, "resource_already_exists", "sku")
       })
+    )
+
+    it.effect(
+      "Idempotency-Key: the same create again replays the first product, nothing more is written",
+      () =>
+        Effect.gen(function* () {
+          const token = yield* adminToken
+          const marker = unique("idem")
+          const send = call("POST", "/v1/products", {
+            token,
+            headers: { "idempotency-key": marker },
+            json: { name: marker, price: { amount: 300, currency: "USD" }, inventory: { stockedQuantity: 1 } }
+          })
+          const first = yield* send
+          expect(first.status, first.text).toBe(201)
+          const again = yield* send
+          expect(again.status).toBe(201)
+          expect(again.headers["idempotent-replayed"]).toBe("true")
+          expect(again.body).toEqual(first.body)
+          expect(yield* countMatching(token, marker)).toBe(1)
+        })
     )
 
     it.effect("401 without a credential; 403 for shoppers and read-only keys", () =>
