@@ -15,6 +15,7 @@ import { cleanOpenApi, documentHttpConventions, documentScopes } from "./http/op
 import { SystemHttpLive } from "./http/SystemHttp.js"
 import { identityModule } from "./identity/module.js"
 import { notificationsModule } from "./notifications/module.js"
+import { paymentsModule } from "./payments/module.js"
 import { webhooksModule } from "./webhooks/module.js"
 
 /** The scopes of `Api`'s routes, for its OpenAPI document (filled in once `Api` is defined, below). */
@@ -27,6 +28,7 @@ export class Api extends ApiBase.add(SystemApi)
   .addHttpApi(customersModule.routes)
   .addHttpApi(notificationsModule.routes)
   .addHttpApi(webhooksModule.routes)
+  .addHttpApi(paymentsModule.routes)
   .annotate(OpenApi.Title, "commerce-platform")
   .annotate(OpenApi.Version, "0.1.0")
   .annotate(OpenApi.License, { name: "MIT", url: "https://opensource.org/licenses/MIT" })
@@ -56,6 +58,7 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
     identityModule.http,
     customersModule.http,
     notificationsModule.http,
-    webhooksModule.http
+    webhooksModule.http,
+    paymentsModule.http
   ])
 )

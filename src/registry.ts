@@ -9,13 +9,20 @@ import { idempotencyPurgeProcessor } from "./http/Idempotency.js"
 import { identityModule } from "./identity/module.js"
 import type { Projection } from "./kernel/Projection.js"
 import { notificationsModule } from "./notifications/module.js"
+import { paymentsModule } from "./payments/module.js"
 import { dueWorkPurgeProcessor } from "./processors/DueWork.js"
 import type { Processor } from "./processors/Supervisor.js"
 import type { ProcessorServices } from "./services.js"
 import { webhooksModule } from "./webhooks/module.js"
 
 /** The bounded contexts, in registration order (events, projections, processors, routes). */
-export const modules = [identityModule, customersModule, notificationsModule, webhooksModule] as const
+export const modules = [
+  identityModule,
+  customersModule,
+  notificationsModule,
+  webhooksModule,
+  paymentsModule
+] as const
 
 export const eventTypes: ReadonlyArray<AnyEventType> = modules.flatMap(
   (m): ReadonlyArray<AnyEventType> => m.eventTypes

@@ -22,6 +22,7 @@ import { identityModule } from "./identity/module.js"
 import { type CommandRunner, CommandRunnerLive } from "./kernel/CommandRunner.js"
 import { type Projection, ProjectionsLive } from "./kernel/Projection.js"
 import { notificationsModule } from "./notifications/module.js"
+import { paymentsModule } from "./payments/module.js"
 import { type DueWork, DueWorkLive } from "./processors/DueWork.js"
 import { type Processor, SupervisorLive } from "./processors/Supervisor.js"
 import { eventTypes } from "./registry.js"
@@ -37,16 +38,24 @@ export type ProcessorServices =
   | CommandRunner
   | DueWork
   | Layer.Layer.Success<typeof notificationsModule.infra>
+  | Layer.Layer.Success<typeof paymentsModule.infra>
 
 /** Every context's use cases, over every context's port, over every context's infrastructure. */
 export const ContextServicesLive = Layer.mergeAll(
   identityModule.services,
   customersModule.services,
   notificationsModule.services,
-  webhooksModule.services
+  webhooksModule.services,
+  paymentsModule.services
 ).pipe(
   Layer.provideMerge(
-    Layer.mergeAll(identityModule.port, customersModule.port, notificationsModule.port, webhooksModule.port)
+    Layer.mergeAll(
+      identityModule.port,
+      customersModule.port,
+      notificationsModule.port,
+      webhooksModule.port,
+      paymentsModule.port
+    )
   ),
   Layer.provideMerge(
     Layer.mergeAll(
@@ -54,6 +63,7 @@ export const ContextServicesLive = Layer.mergeAll(
       customersModule.infra,
       notificationsModule.infra,
       webhooksModule.infra,
+      paymentsModule.infra,
       RateLimiterLive
     )
   )
