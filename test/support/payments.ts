@@ -13,10 +13,12 @@ export type Json = any
 /** A fresh admin's access token. */
 export const staffToken = Effect.map(adminLogin(), (a) => a.accessToken)
 
-export const ok = (status: number) => (r: Reply): Json => {
-  expect(r.status, r.text).toBe(status)
-  return r.body
-}
+export const ok =
+  (status: number) =>
+  (r: Reply): Json => {
+    expect(r.status, r.text).toBe(status)
+    return r.body
+  }
 
 export const createIntent = (token: string, fields: Record<string, unknown> = {}) =>
   Effect.map(
@@ -35,9 +37,11 @@ export const createPayment = (token: string, fields: Record<string, unknown> = {
 
 /** The test processor's calls (by idempotency key), optionally only those whose key starts with `prefix`. */
 export const processorCalls = (prefix = "") =>
-  Effect.map(PaymentProcessor, (processor): ReadonlyArray<ProcessorCall> =>
-    Option.match(processor.ledger, {
-      onNone: () => [],
-      onSome: (ledger) => ledger.calls().filter((c) => c.idempotencyKey.startsWith(prefix))
-    })
+  Effect.map(
+    PaymentProcessor,
+    (processor): ReadonlyArray<ProcessorCall> =>
+      Option.match(processor.ledger, {
+        onNone: () => [],
+        onSome: (ledger) => ledger.calls().filter((c) => c.idempotencyKey.startsWith(prefix))
+      })
   )
