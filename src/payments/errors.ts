@@ -9,26 +9,33 @@ import { Effect, Schema } from "effect"
 import { ErrorDetail, isHttpError } from "../http/errors.js"
 import { PaymentIntentObject, PaymentObject } from "./objects.js"
 
-const PaymentErrorDetail = Schema.Struct({
-  ...ErrorDetail.fields,
-  /**
-   * The payment intent after the request (with its `lastPaymentError` after a decline; with its
-   * `clientSecret` when the request created it).
-   */
-  paymentIntent: Schema.optional(
-    Schema.Struct({ ...PaymentIntentObject.fields, clientSecret: Schema.optional(Schema.String) })
-  ),
-  /** The payment the request created or acted on (`POST /v1/payments` and `/v1/payments/:id/…`). */
-  payment: Schema.optional(PaymentObject)
-}).annotations({ identifier: "PaymentErrorDetail" })
-type PaymentErrorDetail = typeof PaymentErrorDetail.Type
+/** An intent as an error embeds it (with its client secret when the failing request created it). */
+const EmbeddedIntent = Schema.Struct({
+  ...PaymentIntentObject.fields,
+  clientSecret: Schema.optional(Schema.String)
+})
 
-type Embedded = Pick<PaymentErrorDetail, "paymentIntent" | "payment">
+interface Embedded {
+  readonly paymentIntent?: typeof EmbeddedIntent.Type
+  readonly payment?: PaymentObject
+}
+
+const encodeIntent = Schema.encodeSync(EmbeddedIntent)
+const encodePayment = Schema.encodeSync(PaymentObject)
+
+/** The embedded objects in their wire form (the error schema carries them as plain JSON). */
+const embed = (embedded: Embedded) => ({
+  ...(embedded.paymentIntent === undefined ? {} : { paymentIntent: encodeIntent(embedded.paymentIntent) }),
+  ...(embedded.payment === undefined ? {} : { payment: encodePayment(embedded.payment) })
+})
 
 export class CardDeclined extends Schema.TaggedError<CardDeclined>()(
   "CardDeclined",
-  { error: PaymentErrorDetail },
-  HttpApiSchema.annotations({ status: 402, description: "The card was declined (type card_error)" })
+  { error: ErrorDetail },
+  HttpApiSchema.annotations({
+    status: 402,
+    description: "The card was declined (type card_error, with declineCode and the object embedded)"
+  })
 ) {
   static of = (input: {
     readonly code: string
@@ -42,19 +49,27 @@ export class CardDeclined extends Schema.TaggedError<CardDeclined>()(
         code: input.code,
         message: input.message,
         ...(input.declineCode === null ? {} : { declineCode: input.declineCode }),
-        ...input.embedded
+        ...embed(input.embedded)
       }
     })
 }
 
 export class PaymentStateConflict extends Schema.TaggedError<PaymentStateConflict>()(
   "PaymentStateConflict",
-  { error: PaymentErrorDetail },
-  HttpApiSchema.annotations({ status: 409, description: "Not possible in the object's current state" })
+  { error: ErrorDetail },
+  HttpApiSchema.annotations({
+    status: 409,
+    description: "Not possible in the object's current state (the object embedded)"
+  })
 ) {
   static of = (input: { readonly code: string; readonly message: string; readonly embedded: Embedded }) =>
     new PaymentStateConflict({
-      error: { type: "invalid_request_error", code: input.code, message: input.message, ...input.embedded }
+      error: {
+        type: "invalid_request_error",
+        code: input.code,
+        message: input.message,
+        ...embed(input.embedded)
+      }
     })
 }
 
