@@ -12,11 +12,19 @@ import { Payments } from "./Payments.js"
 const withActor = <A, E, R>(f: (actor: typeof CurrentActor.Service) => Effect.Effect<A, E, R>) =>
   Effect.flatMap(CurrentActor, f)
 
+/** The request's `Idempotency-Key`: creations derive their processor keys from it (Payments.ts). */
+const requestKey = Effect.map(HttpServerRequest.HttpServerRequest, (request) => {
+  const key = request.headers["idempotency-key"]?.trim()
+  return key === undefined || key === "" ? undefined : key
+})
+
 const PaymentIntentsHttpLive = HttpApiBuilder.group(PaymentsRoutes, "v1PaymentIntents", (handlers) =>
   Effect.gen(function* () {
     const payments = yield* Payments
     return handlers
-      .handle("create", ({ payload }) => withActor((actor) => payments.createIntent(actor, payload)))
+      .handle("create", ({ payload }) =>
+        withActor((actor) => Effect.flatMap(requestKey, (key) => payments.createIntent(actor, payload, key)))
+      )
       .handle("get", ({ path }) => withActor((actor) => payments.getIntent(actor, path.id)))
       .handle("capture", ({ path, payload }) =>
         withActor((actor) => payments.captureIntent(actor, path.id, payload.amountToCapture))
@@ -52,7 +60,9 @@ const PaymentsHttp = HttpApiBuilder.group(PaymentsRoutes, "v1Payments", (handler
   Effect.gen(function* () {
     const payments = yield* Payments
     return handlers
-      .handle("create", ({ payload }) => withActor((actor) => payments.createPayment(actor, payload)))
+      .handle("create", ({ payload }) =>
+        withActor((actor) => Effect.flatMap(requestKey, (key) => payments.createPayment(actor, payload, key)))
+      )
       .handle("list", ({ urlParams }) => withActor((actor) => payments.listPayments(actor, urlParams)))
       .handle("get", ({ path }) => withActor((actor) => payments.getPayment(actor, path.id)))
       .handle("capture", ({ path, payload }) =>

@@ -421,7 +421,22 @@ export const makePayments = Effect.gen(function* () {
           )
         : Effect.fail(error)
 
-  const createIntentState = (actor: AuthenticatedActor, input: NewIntentInput) =>
+  /**
+   * The intent's processor-key prefix when the creating request carries an `Idempotency-Key`: from
+   * the requester and that key, so the retry of a rolled-back request calls with the same keys.
+   */
+  const callKeyPrefixOf = (actor: AuthenticatedActor, requestKey: string | undefined) =>
+    requestKey === undefined
+      ? {}
+      : {
+          callKeyPrefix: `ik_${createHash("sha256").update(`${actor.type}:${actor.id}:${requestKey}`).digest("hex").slice(0, 32)}`
+        }
+
+  const createIntentState = (
+    actor: AuthenticatedActor,
+    input: NewIntentInput,
+    requestKey: string | undefined
+  ) =>
     Effect.gen(function* () {
       const paymentMethod = yield* resolvePaymentMethod(input.paymentMethod)
       yield* checkMetadata(input.metadata)
@@ -443,7 +458,8 @@ export const makePayments = Effect.gen(function* () {
             metadata: input.metadata ?? {},
             paymentMethod,
             clientSecretHash: hashSecret(clientSecret),
-            processor: processor.name
+            processor: processor.name,
+            ...callKeyPrefixOf(actor, requestKey)
           },
           metadata
         )
@@ -453,9 +469,10 @@ export const makePayments = Effect.gen(function* () {
 
   // --- Payment intents ------------------------------------------------------------------------------
 
-  const createIntent = (actor: AuthenticatedActor, input: NewIntentInput) =>
+  /** `requestKey`: the request's `Idempotency-Key`, if it has one. */
+  const createIntent = (actor: AuthenticatedActor, input: NewIntentInput, requestKey?: string) =>
     Effect.gen(function* () {
-      const created = yield* createIntentState(actor, input)
+      const created = yield* createIntentState(actor, input, requestKey)
       let state = created.state
       if (input.confirm === true) {
         const paymentId = yield* Ids.make("pay")
@@ -565,9 +582,9 @@ export const makePayments = Effect.gen(function* () {
   // --- Payments -------------------------------------------------------------------------------------
 
   /** `POST /v1/payments`: an intent created and confirmed in one call; answers its payment. */
-  const createPayment = (actor: AuthenticatedActor, input: NewPaymentInput) =>
+  const createPayment = (actor: AuthenticatedActor, input: NewPaymentInput, requestKey?: string) =>
     Effect.gen(function* () {
-      const created = yield* createIntentState(actor, input)
+      const created = yield* createIntentState(actor, input, requestKey)
       const paymentId = yield* Ids.make("pay")
       const { state } = yield* confirmation(
         created.state.paymentIntentId,

@@ -180,6 +180,8 @@ export interface IntentState {
   readonly paymentMethod: PaymentMethod | null
   readonly clientSecretHash: string
   readonly processor: string
+  /** What the intent's processor keys start with: its id, or the creating request's key (see events). */
+  readonly callKeyPrefix: string
   readonly lastPaymentError: LastPaymentError | null
   readonly nextAction: NextAction | null
   readonly cancellationReason: CancellationReason | null
@@ -207,6 +209,7 @@ export const initialIntentState: IntentState = {
   paymentMethod: null,
   clientSecretHash: "",
   processor: "",
+  callKeyPrefix: "",
   lastPaymentError: null,
   nextAction: null,
   cancellationReason: null,
@@ -254,6 +257,8 @@ export type PaymentCommand =
       readonly paymentMethod: PaymentMethod | null
       readonly clientSecretHash: string
       readonly processor: string
+      /** See `PaymentIntentCreated.callKeyPrefix`; absent: the intent's id. */
+      readonly callKeyPrefix?: string
     }
   /** `paymentId`: the id of the payment this confirmation creates (minted by the caller). */
   | { readonly _tag: "Confirm"; readonly paymentMethod: PaymentMethod | null; readonly paymentId: string }
@@ -306,6 +311,7 @@ const evolve = (state: IntentState, event: Recorded<PaymentEvent> | PaymentEvent
         paymentMethod: d.paymentMethod,
         clientSecretHash: d.clientSecretHash,
         processor: d.processor,
+        callKeyPrefix: d.callKeyPrefix ?? d.paymentIntentId,
         createdAt: at,
         updatedAt: at
       }
@@ -571,7 +577,7 @@ const confirm = (state: IntentState, command: Extract<PaymentCommand, { _tag: "C
     PaymentAttemptStarted.make({
       ...ofIntent(state),
       paymentId: command.paymentId,
-      idempotencyKey: `${state.paymentIntentId}:confirm:${attempt}`,
+      idempotencyKey: `${state.callKeyPrefix}:confirm:${attempt}`,
       attempt,
       paymentMethod,
       capture: state.captureMethod === "automatic"
@@ -595,7 +601,7 @@ const authenticate = (state: IntentState, outcome: "approve" | "fail"): Decision
     AuthenticationStarted.make({
       ...ofIntent(state),
       paymentId: payment.paymentId,
-      idempotencyKey: `${state.paymentIntentId}:authenticate:${state.attempts}`,
+      idempotencyKey: `${state.callKeyPrefix}:authenticate:${state.attempts}`,
       outcome
     })
   ])
@@ -622,7 +628,7 @@ const capture = (state: IntentState, amount: number | null): Decision => {
     CaptureStarted.make({
       ...ofIntent(state),
       paymentId: payment.paymentId,
-      idempotencyKey: `${state.paymentIntentId}:capture`,
+      idempotencyKey: `${state.callKeyPrefix}:capture`,
       amount: toCapture
     })
   ])
@@ -643,7 +649,7 @@ const cancel = (state: IntentState, reason: CancellationReason | null): Decision
       VoidStarted.make({
         ...ofIntent(state),
         paymentId: payment.paymentId,
-        idempotencyKey: `${state.paymentIntentId}:void`,
+        idempotencyKey: `${state.callKeyPrefix}:void`,
         cancellationReason: reason
       })
     ])

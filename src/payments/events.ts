@@ -61,7 +61,14 @@ export const PaymentIntentCreated = defineEvent("payment_intent.created", {
     /** SHA-256 of the client secret, which is shown once: what a browser's confirm is checked against. */
     clientSecretHash: Secret(Schema.String),
     /** The processor the intent's money moves through (`test`). */
-    processor: Schema.String
+    processor: Schema.String,
+    /**
+     * What the intent's processor keys start with, when not its id: an intent created by a request
+     * with an `Idempotency-Key` takes a prefix derived from that key (and the requester), so a retry
+     * of a request whose transaction rolled back — a new intent id — asks the processor with the
+     * same keys as the first try, and is not charged twice.
+     */
+    callKeyPrefix: Schema.optional(Schema.String)
   })
 })
 

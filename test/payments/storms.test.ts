@@ -14,7 +14,7 @@ import { makeAppConfig } from "../../src/config.js"
 import { CommandRunner } from "../../src/kernel/CommandRunner.js"
 import * as Ids from "../../src/kernel/Ids.js"
 import { PaymentIntentDecider, paymentIntentStream } from "../../src/payments/decider.js"
-import { callFor, PROCESSOR_CALL_KIND } from "../../src/payments/Payments.js"
+import { callFor, Payments, PROCESSOR_CALL_KIND } from "../../src/payments/Payments.js"
 import { PaymentProcessor } from "../../src/payments/processor.js"
 import { handleProcessorCall } from "../../src/payments/recovery.js"
 import { DueWork } from "../../src/processors/DueWork.js"
@@ -239,6 +239,35 @@ layer(identityHttp(config), { excludeTestServices: true, timeout: 180_000 })(
           // Handled again (a redelivered item): the call is no longer pending, nothing is asked or written.
           expect((yield* handleProcessorCall(item))._tag).toBe("Done")
           expect((yield* processorCalls(intent.id))[0]?.requests).toBe(2)
+        })
+    )
+
+    it.effect(
+      "an Idempotency-Key request rolled back after the charge: its retry asks with the same key",
+      () =>
+        Effect.gen(function* () {
+          const payments = yield* Payments
+          const sql = yield* SqlClient.SqlClient
+          const actor = { type: "api_key" as const, id: "key_retrying", scopes: new Set(["admin"]) }
+          const input = { amount: 2468, currency: "USD", paymentMethod: "pm_card_visa" }
+          const requestKey = `retry-${Date.now()}`
+          // The first try charges, then its transaction (the middleware's, for a keyed request) rolls back.
+          const first = yield* Effect.flip(
+            sql.withTransaction(
+              Effect.zipRight(payments.createPayment(actor, input, requestKey), Effect.fail("crash" as const))
+            )
+          )
+          expect(first).toBe("crash")
+          const charged = (yield* processorCalls("ik_")).filter((c) => c.amount === 2468)
+          expect(charged).toHaveLength(1)
+          const key = charged[0]?.idempotencyKey ?? ""
+          expect(key).toMatch(/^ik_[0-9a-f]{32}:confirm:1$/)
+          // The retry: a new intent id, the same processor key, the first answer; money moved once.
+          const retried = yield* payments.createPayment(actor, input, requestKey)
+          expect(retried.status).toBe("succeeded")
+          const after = (yield* processorCalls("ik_")).filter((c) => c.idempotencyKey === key)
+          expect(after.map((c) => c.requests)).toEqual([2])
+          expect(yield* publicEventTypes(retried.id)).toEqual(["payment.authorized", "payment.captured"])
         })
     )
 
