@@ -29,7 +29,7 @@ import type { EventMetadata } from "../eventstore/EventStore.js"
 import { type AuthenticatedActor, hasScope } from "../http/Auth.js"
 import { BadRequest, Forbidden, NotFound } from "../http/errors.js"
 import type { V1ListParams } from "../http/Lists.js"
-import { type CommandError, CommandRunner } from "../kernel/CommandRunner.js"
+import { type CommandError, CommandRunner, isConcurrencyConflict } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import { type Metadata, metadataProblem } from "../kernel/Metadata.js"
 import * as Time from "../kernel/Time.js"
@@ -244,7 +244,16 @@ export const makePayments = Effect.gen(function* () {
         )
         return started.state
       }
-      return yield* recordOutcome(paymentIntentId, op.key, outcome.right, metadata)
+      // Writers on the stream kept winning the race (other processes' refunds): the call is made
+      // and the worker will record it; the client gets the state as it stands rather than a 500.
+      return yield* recordOutcome(paymentIntentId, op.key, outcome.right, metadata).pipe(
+        Effect.catchIf(isConcurrencyConflict, () =>
+          Effect.as(
+            Effect.logWarning(`payments: ${op.key} answered but not recorded yet; the worker records it`),
+            started.state
+          )
+        )
+      )
     })
 
   /** The intent once the call under `key` is recorded (polled; another request or the worker records it). */
