@@ -11,15 +11,12 @@ import { layer } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import { expect } from "vitest"
 import { makeAppConfig } from "../../src/config.js"
-import { CommandRunner } from "../../src/kernel/CommandRunner.js"
-import * as Ids from "../../src/kernel/Ids.js"
-import { PaymentIntentDecider, paymentIntentStream } from "../../src/payments/decider.js"
-import { callFor, Payments, PROCESSOR_CALL_KIND } from "../../src/payments/Payments.js"
-import { PaymentProcessor } from "../../src/payments/processor.js"
+import { Payments, PROCESSOR_CALL_KIND } from "../../src/payments/Payments.js"
 import { handleProcessorCall } from "../../src/payments/recovery.js"
 import { DueWork } from "../../src/processors/DueWork.js"
 import { call, identityHttp, type Reply } from "../support/identity.js"
 import {
+  confirmThenCrash,
   createIntent,
   createPayment,
   type Json,
@@ -176,34 +173,11 @@ layer(identityHttp(config), { excludeTestServices: true, timeout: 180_000 })(
       () =>
         Effect.gen(function* () {
           const token = yield* staffToken
-          const runner = yield* CommandRunner
           const work = yield* DueWork
-          const processor = yield* PaymentProcessor
           const intent = yield* createIntent(token, { paymentMethod: "pm_card_visa", amount: 4321 })
 
           // The request's steps 1 and 2, as Payments.run makes them — then the process dies.
-          const paymentId = yield* Ids.make("pay")
-          const started = yield* runner.transact(
-            Effect.gen(function* () {
-              const result = yield* runner.execute(
-                PaymentIntentDecider,
-                paymentIntentStream(intent.id),
-                { _tag: "Confirm", paymentMethod: null, paymentId },
-                {}
-              )
-              const op = result.state.operations[0]
-              if (op === undefined) throw new Error("the confirmation started no call")
-              yield* work.schedule({
-                kind: PROCESSOR_CALL_KIND,
-                key: op.key,
-                dueAt: new Date(),
-                payload: { paymentIntentId: intent.id }
-              })
-              return { state: result.state, op }
-            })
-          )
-          const charged = yield* callFor(processor, started.state, started.op)
-          expect(charged._tag).toBe("Authorized")
+          const started = yield* confirmThenCrash(intent.id)
           const stuck = yield* Effect.map(call("GET", `/v1/payment-intents/${intent.id}`, { token }), ok(200))
           expect(stuck.status).toBe("processing")
 
@@ -214,7 +188,7 @@ layer(identityHttp(config), { excludeTestServices: true, timeout: 180_000 })(
             owner: "crash-test",
             leaseTtl: "60 seconds"
           })
-          const item = claimed.find((c) => c.key === started.op.key)
+          const item = claimed.find((c) => c.key === started.key)
           if (item === undefined) throw new Error("the safety net was not due")
           // Other tests' items (recorded meanwhile) are given back untouched.
           for (const other of claimed) if (other !== item) yield* work.release(other)
@@ -228,12 +202,15 @@ layer(identityHttp(config), { excludeTestServices: true, timeout: 180_000 })(
           expect(recovered).toMatchObject({
             status: "succeeded",
             amountReceived: 4321,
-            latestPaymentId: paymentId
+            latestPaymentId: started.paymentId
           })
           const calls = yield* processorCalls(intent.id)
           expect(calls.map((c) => [c.idempotencyKey, c.requests])).toEqual([[`${intent.id}:confirm:1`, 2]])
-          expect(yield* publicEventTypes(paymentId)).toEqual(["payment.authorized", "payment.captured"])
-          const done = yield* work.get(PROCESSOR_CALL_KIND, started.op.key)
+          expect(yield* publicEventTypes(started.paymentId)).toEqual([
+            "payment.authorized",
+            "payment.captured"
+          ])
+          const done = yield* work.get(PROCESSOR_CALL_KIND, started.key)
           expect(Option.map(done, (d) => d.status)).toEqual(Option.some("done"))
 
           // Handled again (a redelivered item): the call is no longer pending, nothing is asked or written.
