@@ -18,6 +18,7 @@ import { cleanOpenApi, documentHttpConventions, documentScopes } from "./http/op
 import { SystemHttpLive } from "./http/SystemHttp.js"
 import { identityModule } from "./identity/module.js"
 import { notificationsModule } from "./notifications/module.js"
+import { paymentsModule } from "./payments/module.js"
 import { webhooksModule } from "./webhooks/module.js"
 
 /** The scopes of `Api`'s routes, for its OpenAPI document (filled in once `Api` is defined, below). */
@@ -32,6 +33,7 @@ export class Api extends ApiBase.add(SystemApi)
   .addHttpApi(webhooksModule.routes)
   .addHttpApi(catalogModule.routes)
   .addHttpApi(eventsModule.routes)
+  .addHttpApi(paymentsModule.routes)
   .annotate(OpenApi.Title, "commerce-platform")
   .annotate(OpenApi.Version, "0.1.0")
   .annotate(OpenApi.License, { name: "MIT", url: "https://opensource.org/licenses/MIT" })
@@ -63,7 +65,8 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
     notificationsModule.http,
     webhooksModule.http,
     catalogModule.http,
-    eventsModule.http
+    eventsModule.http,
+    paymentsModule.http
   ])
 )
 

@@ -2,7 +2,7 @@
  * Every setting of the service, typed, read from the environment once at start-up.
  * The README's configuration table lists each variable with its default.
  */
-import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted } from "effect"
 
 export type NodeEnv = "development" | "test" | "production"
 export type Role = "api" | "worker" | "all"
@@ -77,6 +77,23 @@ export interface WebhookSettings {
   readonly endpointConcurrency: number
 }
 
+/** Payments (`src/payments`): which processor moves the money, and when a stalled call is retried. */
+export interface PaymentSettings {
+  /**
+   * `PAYMENT_PROCESSOR`: `test` (deterministic, no network) is the default outside production; with
+   * `NODE_ENV=production` it must be named, and start-up refuses to guess.
+   */
+  readonly processor: PaymentProcessorName
+  /**
+   * A processor call whose outcome was not recorded this long after it started (the process died
+   * between the call and the record) is made again, with the same idempotency key, by the worker.
+   */
+  readonly recoveryAfterSeconds: number
+}
+
+export const PAYMENT_PROCESSORS = ["test"] as const
+export type PaymentProcessorName = (typeof PAYMENT_PROCESSORS)[number]
+
 export interface AppConfigShape {
   readonly nodeEnv: NodeEnv
   /** `postgres://…` — when absent the service runs embedded PostgreSQL (PGlite). */
@@ -117,6 +134,7 @@ export interface AppConfigShape {
   readonly identity: IdentitySettings
   readonly notifications: NotificationSettings
   readonly webhooks: WebhookSettings
+  readonly payments: PaymentSettings
 }
 
 export class AppConfig extends Context.Tag("AppConfig")<AppConfig, AppConfigShape>() {}
@@ -233,8 +251,30 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
       Config.withDefault(16),
       Config.validate({ message: "must be between 1 and 256", validation: (n) => n >= 1 && n <= 256 })
     )
+  }),
+  payments: Config.all({
+    processor: Config.option(Config.literal(...PAYMENT_PROCESSORS)("PAYMENT_PROCESSOR")),
+    recoveryAfterSeconds: Config.integer("PAYMENT_RECOVERY_AFTER_SECONDS").pipe(
+      Config.withDefault(30),
+      Config.validate({ message: "must be between 0 and 3600", validation: (n) => n >= 0 && n <= 3600 })
+    )
   })
 }).pipe(
+  // Money must never move through a processor nobody chose: production names it explicitly.
+  Config.mapOrFail((c) =>
+    Option.match(c.payments.processor, {
+      onSome: (processor) => Either.right({ ...c, payments: { ...c.payments, processor } }),
+      onNone: () =>
+        c.nodeEnv === "production"
+          ? Either.left(
+              ConfigError.MissingData(
+                ["PAYMENT_PROCESSOR"],
+                `PAYMENT_PROCESSOR must be set in production (one of ${PAYMENT_PROCESSORS.join(", ")})`
+              )
+            )
+          : Either.right({ ...c, payments: { ...c.payments, processor: "test" as const } })
+    })
+  ),
   Config.map((c) => ({
     ...c,
     databaseUrl: Option.filter(c.databaseUrl, (url) => Redacted.value(url).trim() !== ""),
@@ -316,6 +356,7 @@ export const makeAppConfig = (overrides: Partial<AppConfigShape> = {}): AppConfi
   },
   // Tests and scripts deliver to receivers on 127.0.0.1.
   webhooks: { allowPrivate: true, alertEmail: Option.none(), concurrency: 64, endpointConcurrency: 16 },
+  payments: { processor: "test", recoveryAfterSeconds: 30 },
   ...overrides
 })
 

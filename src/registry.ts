@@ -11,6 +11,7 @@ import { idempotencyPurgeProcessor } from "./http/Idempotency.js"
 import { identityModule } from "./identity/module.js"
 import type { Projection } from "./kernel/Projection.js"
 import { notificationsModule } from "./notifications/module.js"
+import { paymentsModule } from "./payments/module.js"
 import { dueWorkPurgeProcessor } from "./processors/DueWork.js"
 import type { Processor } from "./processors/Supervisor.js"
 import type { ProcessorServices } from "./services.js"
@@ -23,7 +24,8 @@ export const modules = [
   notificationsModule,
   webhooksModule,
   catalogModule,
-  eventsModule
+  eventsModule,
+  paymentsModule
 ] as const
 
 export const eventTypes: ReadonlyArray<AnyEventType> = modules.flatMap(

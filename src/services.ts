@@ -24,6 +24,7 @@ import { identityModule } from "./identity/module.js"
 import { type CommandRunner, CommandRunnerLive } from "./kernel/CommandRunner.js"
 import { type Projection, ProjectionsLive } from "./kernel/Projection.js"
 import { notificationsModule } from "./notifications/module.js"
+import { paymentsModule } from "./payments/module.js"
 import { type DueWork, DueWorkLive } from "./processors/DueWork.js"
 import { type Processor, SupervisorLive } from "./processors/Supervisor.js"
 import { eventTypes } from "./registry.js"
@@ -39,6 +40,7 @@ export type ProcessorServices =
   | CommandRunner
   | DueWork
   | Layer.Layer.Success<typeof notificationsModule.infra>
+  | Layer.Layer.Success<typeof paymentsModule.infra>
 
 /** Every context's use cases, over every context's port, over every context's infrastructure. */
 export const ContextServicesLive = Layer.mergeAll(
@@ -47,7 +49,8 @@ export const ContextServicesLive = Layer.mergeAll(
   notificationsModule.services,
   webhooksModule.services,
   catalogModule.services,
-  eventsModule.services
+  eventsModule.services,
+  paymentsModule.services
 ).pipe(
   Layer.provideMerge(
     Layer.mergeAll(
@@ -55,7 +58,8 @@ export const ContextServicesLive = Layer.mergeAll(
       customersModule.port,
       notificationsModule.port,
       webhooksModule.port,
-      catalogModule.port
+      catalogModule.port,
+      paymentsModule.port
     )
   ),
   Layer.provideMerge(
@@ -65,6 +69,7 @@ export const ContextServicesLive = Layer.mergeAll(
       notificationsModule.infra,
       webhooksModule.infra,
       catalogModule.infra,
+      paymentsModule.infra,
       RateLimiterLive
     )
   )

@@ -25,6 +25,10 @@ export const ErrorDetail = Schema.Struct({
   message: Schema.String,
   param: Schema.optional(Schema.String),
   declineCode: Schema.optional(Schema.String),
+  /** The payment intent the error is about, as it now stands (Stripe embeds it in card errors). */
+  paymentIntent: Schema.optional(Schema.Unknown),
+  /** The payment the error is about, as it now stands. */
+  payment: Schema.optional(Schema.Unknown),
   requestId: Schema.optional(Schema.String)
 }).annotations({ identifier: "ErrorDetail" })
 export type ErrorDetail = typeof ErrorDetail.Type

@@ -39,6 +39,11 @@ export const Currency = Schema.String.pipe(
 )
 export type Currency = typeof Currency.Type
 
+/** The ISO 4217 codes in use (the runtime's ICU list): what a request's `currency` must be one of. */
+export const ISO_4217_CODES: ReadonlyArray<string> = Intl.supportedValuesOf("currency")
+const ISO_4217 = new Set(ISO_4217_CODES)
+export const isIso4217 = (code: string): boolean => ISO_4217.has(code)
+
 /** A non-negative amount in minor units that fits exactly in a JS number and a PostgreSQL bigint. */
 export const Amount = Schema.Int.pipe(
   Schema.greaterThanOrEqualTo(0),

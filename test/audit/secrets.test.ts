@@ -366,6 +366,7 @@ describe("Secret", () => {
       [
         "apikey.created.keyHash",
         "oauth_client.created.secretHash",
+        "payment_intent.created.clientSecretHash",
         "session.started.refreshTokenHash",
         "token.refreshed.previousTokenHash",
         "token.refreshed.refreshTokenHash",

@@ -196,7 +196,18 @@ const STATEFUL_400S: ReadonlyArray<{
   // Content of the original's own (push without a template) stays on its channel.
   { op: "notifications.resend", code: "parameter_invalid", param: "channel" },
   // Critical triggers keep their email (order.confirmed, customer.password_reset).
-  { op: "notifications.changeSettings", code: "critical_notification" }
+  { op: "notifications.changeSettings", code: "critical_notification" },
+  // Payments: a customer that does not exist; confirming an intent that has no payment method;
+  // amounts beyond what the payment's state leaves to capture or refund; list cursors as above.
+  { op: "v1PaymentIntents.create", code: "resource_missing", param: "customerId" },
+  { op: "v1Payments.create", code: "resource_missing", param: "customerId" },
+  { op: "v1PaymentIntents.create", code: "parameter_missing", param: "paymentMethod" },
+  { op: "v1PaymentIntentConfirm.confirm", code: "parameter_missing", param: "paymentMethod" },
+  { op: "v1PaymentIntents.capture", code: "amount_too_large", param: "amountToCapture" },
+  { op: "v1Payments.capture", code: "amount_too_large", param: "amountToCapture" },
+  { op: "v1Payments.refund", code: "amount_too_large", param: "amount" },
+  { op: "v1Payments.list", code: "resource_missing" },
+  { op: "v1Payments.list", code: "parameter_invalid", param: "endingBefore" }
 ]
 
 /** Why a reply breaks the property, or undefined. */
@@ -325,6 +336,22 @@ layer(identityHttp(), OPTIONS)("every operation against its own schemas", (it) =
             ).id
           )
         }
+        const payments: Array<{ id: string; paymentIntentId: string }> = []
+        for (const captureMethod of ["automatic", "manual", "automatic"]) {
+          payments.push(
+            created<{ id: string; paymentIntentId: string }>(
+              yield* call("POST", "/v1/payments", {
+                token,
+                json: { amount: 5000, currency: "USD", paymentMethod: "pm_card_visa", captureMethod }
+              })
+            )
+          )
+        }
+        const refunds = [
+          created<{ id: string }>(
+            yield* call("POST", `/v1/payments/${payments[0]?.id}/refund`, { token, json: { amount: 100 } })
+          ).id
+        ]
         const known: Known = {
           "/user:id": customers,
           "/user:address_id": addresses,
@@ -335,7 +362,11 @@ layer(identityHttp(), OPTIONS)("every operation against its own schemas", (it) =
           "/notification/template:id": templates,
           "/apikey:id": apiKeys,
           "/oauth/clients:id": clients,
-          "/v1/products:id": products
+          "/v1/products:id": products,
+          "/v1/payments:id": payments.map((p) => p.id),
+          "/v1/payment-intents:id": payments.map((p) => p.paymentIntentId),
+          "/v1/test/payment-intents:id": payments.map((p) => p.paymentIntentId),
+          "/v1/refunds:id": refunds
         }
 
         const ordered = [...operations.filter((op) => !destructive(op)), ...operations.filter(destructive)]

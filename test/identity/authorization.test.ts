@@ -34,6 +34,10 @@ interface OtherCustomer {
   readonly token: string
   readonly customerId: string
   readonly addressId: string
+  /** A payment of theirs (made by staff), its intent and a refund of it. */
+  readonly paymentId: string
+  readonly paymentIntentId: string
+  readonly refundId: string
 }
 
 interface OtherCustomerFixture {
@@ -54,7 +58,10 @@ const OTHER_CUSTOMER_FIXTURES: Record<string, OtherCustomerFixture> = {
     path: (o) => `/user/${o.customerId}/address`,
     json: { line1: "1 Evil St", city: "Paris", country: "FR" }
   },
-  "DELETE /user/:id/address/:address_id": { path: (o) => `/user/${o.customerId}/address/${o.addressId}` }
+  "DELETE /user/:id/address/:address_id": { path: (o) => `/user/${o.customerId}/address/${o.addressId}` },
+  "GET /v1/payments/:id": { path: (o) => `/v1/payments/${o.paymentId}` },
+  "GET /v1/payment-intents/:id": { path: (o) => `/v1/payment-intents/${o.paymentIntentId}` },
+  "GET /v1/refunds/:id": { path: (o) => `/v1/refunds/${o.refundId}` }
 }
 
 /**
@@ -267,7 +274,25 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("authorizat
         json: { line1: "1 Main St", city: "Lyon", country: "FR" }
       })
       expect(address.status, address.text).toBe(201)
-      const other: OtherCustomer = { token: victim.accessToken, customerId, addressId: address.body.id }
+      const staff = yield* adminLogin()
+      const payment = yield* call("POST", "/v1/payments", {
+        token: staff.accessToken,
+        json: { amount: 1000, currency: "USD", paymentMethod: "pm_card_visa", customerId }
+      })
+      expect(payment.status, payment.text).toBe(201)
+      const refund = yield* call("POST", `/v1/payments/${payment.body.id}/refund`, {
+        token: staff.accessToken,
+        json: { amount: 100 }
+      })
+      expect(refund.status, refund.text).toBe(200)
+      const other: OtherCustomer = {
+        token: victim.accessToken,
+        customerId,
+        addressId: address.body.id,
+        paymentId: payment.body.id,
+        paymentIntentId: payment.body.paymentIntentId,
+        refundId: refund.body.id
+      }
       const before = yield* call("GET", `/user/${customerId}`, { token: victim.accessToken })
       expect(before.status).toBe(200)
       for (const [route, fixture] of Object.entries(OTHER_CUSTOMER_FIXTURES)) {
