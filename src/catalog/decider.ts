@@ -461,6 +461,8 @@ const decide = (
     case "Consume": {
       if (state.recentKeys.includes(`${command.ownerId}:${command.key}`)) return Effect.succeed([])
       const held = heldBy(state, command.ownerId) ?? 0
+      // Untracked stock is not counted: shipping it (unheld) changes nothing.
+      if (!inv.tracked && held === 0) return Effect.succeed([])
       const quantity = command.quantity ?? held
       if (quantity <= 0) return Effect.succeed([])
       const fromHold = Math.min(quantity, held)
@@ -479,7 +481,7 @@ const decide = (
     }
     case "Return": {
       if (state.recentKeys.includes(`${command.ownerId}:${command.key}`)) return Effect.succeed([])
-      if (command.quantity <= 0) return Effect.succeed([])
+      if (command.quantity <= 0 || !inv.tracked) return Effect.succeed([])
       return Effect.succeed(
         withCrossing(state, [
           StockReturned.make({

@@ -77,13 +77,17 @@ export interface CatalogPortShape {
    * Fulfilment of `ownerId` (an order): the units leave, so stocked and reserved both drop. `lines`
    * absent = everything it holds. `key` (the fulfilment id) makes a repeat a no-op. Units beyond the
    * hold come out of available stock; more than that (without backorders) → `InsufficientStock`.
+   * Untracked products (not held) change nothing.
    */
   readonly consume: (
     ownerId: string,
     input: { readonly key: string; readonly lines?: ReadonlyArray<ReservationLine> },
     metadata: EventMetadata
   ) => Effect.Effect<void, ReservationLineInvalid | InsufficientStock | CatalogPortError>
-  /** A refund with restock: the units are back in stock. `key` (the refund id) makes a repeat a no-op. */
+  /**
+   * A refund with restock: the units are back in stock (tracked products). `key` (the refund id)
+   * makes a repeat a no-op.
+   */
   readonly restock: (
     ownerId: string,
     input: { readonly key: string; readonly lines: ReadonlyArray<ReservationLine> },

@@ -102,7 +102,7 @@ export const toDecimalString = (m: Money): string => {
   return `${s.slice(0, -digits)}.${s.slice(-digits)}`
 }
 
-/** The ISO 4217 codes this runtime knows (ICU's list: active currencies, no test or fund codes). */
+/** The ISO 4217 codes this runtime knows (ICU's list of currencies in use: no test code XTS, no precious metals). */
 const ISO_CURRENCIES: ReadonlySet<string> = new Set(Intl.supportedValuesOf("currency"))
 
 /** Whether `code` is an active ISO 4217 currency code (uppercase). */

@@ -343,6 +343,15 @@ describe("product decider", () => {
         .thenNothing()
     })
 
+    it("untracked products count nothing: fulfilment and restock of them change nothing", () => {
+      stocked({ tracked: false })
+        .when({ _tag: "Consume", ownerId: "ord_a", key: "ful_1", quantity: 3 })
+        .thenNothing()
+      stocked({ tracked: false })
+        .when({ _tag: "Return", ownerId: "ord_a", key: "re_1", quantity: 3 })
+        .thenNothing()
+    })
+
     it("remembers at most RECENT_KEYS keys", () => {
       let state = stocked({ stockedQuantity: 0 }).when({ _tag: "Update", changes: {} }).before
       for (let i = 0; i < RECENT_KEYS + 5; i++)
