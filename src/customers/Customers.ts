@@ -6,7 +6,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
-import { isUniqueViolation } from "../db/Sql.js"
+import { inTransaction, isUniqueViolation } from "../db/Sql.js"
 import { EventStore } from "../eventstore/EventStore.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
 import { BadRequest, Conflict, Forbidden, NotFound, orDieUnlessHttp } from "../http/errors.js"
@@ -29,6 +29,7 @@ import {
   type CustomerListQuery,
   type CustomerSort,
   listCustomers,
+  lockEmailClaim,
   SORT_FIELDS,
   selectCustomer,
   selectEmailHolders
@@ -150,11 +151,23 @@ export const makeCustomers = Effect.gen(function* () {
    * Refuses an address another customer or account holds. A registered shopper's login carries
    * their customer id, so `customerId` excludes both the record itself and its own login.
    */
-  const ensureEmailFree = (email: string, customerId?: string) =>
-    Effect.flatMap(selectEmailHolders(sql, email), (holders) =>
-      holders.some((h) => h.customerId === null || h.customerId !== customerId)
-        ? Effect.fail(emailTaken)
-        : Effect.void
+  /**
+   * Refuses an email another record or login holds. `queued`: claims of one email queue first
+   * (`lockEmailClaim`), for a transaction the caller owns — an Idempotency-Key request, which stores
+   * its answer in that transaction: a racing duplicate must be a clean 409 there, not a unique
+   * violation that aborts it (a 500). A transaction of the use case's own needs no queue: the unique
+   * index's refusal rolls back only that transaction and is answered 409 (one statement fewer on
+   * `POST /user`).
+   */
+  const ensureEmailFree = (email: string, customerId: string | undefined, queued: boolean) =>
+    Effect.flatMap(
+      queued
+        ? Effect.zipRight(lockEmailClaim(sql, email), selectEmailHolders(sql, email))
+        : selectEmailHolders(sql, email),
+      (holders) =>
+        holders.some((h) => h.customerId === null || h.customerId !== customerId)
+          ? Effect.fail(emailTaken)
+          : Effect.void
     )
 
   const execute = (customerId: string, command: CustomerCommand, actor: AuthenticatedActor) =>
@@ -188,9 +201,10 @@ export const makeCustomers = Effect.gen(function* () {
       const customerId = yield* Ids.make("cus")
       // The email check is the transaction's first statement: on its connection, with no
       // round trip or connection checkout of its own.
+      const callerTransaction = yield* inTransaction
       const result = yield* transact(
         Effect.zipRight(
-          ensureEmailFree(input.email),
+          ensureEmailFree(input.email, undefined, callerTransaction),
           execute(customerId, createCustomerCommand(customerId, input), actor)
         )
       ).pipe(
@@ -233,9 +247,10 @@ export const makeCustomers = Effect.gen(function* () {
       }
       const now = yield* Time.now
       const metadata = yield* commandMetadata(actor)
+      const callerTransaction = yield* inTransaction
       yield* transact(
         Effect.gen(function* () {
-          if (patch.email !== undefined) yield* ensureEmailFree(patch.email, customerId)
+          if (patch.email !== undefined) yield* ensureEmailFree(patch.email, customerId, callerTransaction)
           const result = yield* execute(customerId, { _tag: "Update", changes }, actor)
           const state = result.state
           const userId = state.userId

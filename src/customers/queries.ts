@@ -138,6 +138,19 @@ export const customerEmailHolders = (email: string) =>
  * round trips are its cost): each holder with the customer id it stands for (a login's linked
  * record; null for an admin login). The union of `customerEmailHolders` and identity's `userEmailHolders`.
  */
+/** Advisory-lock space of email claims (projections use 7701, SKUs 7702). */
+export const EMAIL_LOCK_CLASS = 7_703
+
+/**
+ * Queues this transaction behind any other claiming `email` until it ends: the email check that
+ * follows (a statement after the wait, so a fresh snapshot) then sees a racing claim's committed row
+ * and refuses it cleanly, where the unique index would abort the whole transaction.
+ */
+export const lockEmailClaim = (sql: SqlClient.SqlClient, email: string) =>
+  executeInTransaction(
+    sql`SELECT pg_advisory_xact_lock(${EMAIL_LOCK_CLASS}, hashtext(${normalizeEmail(email)}))`
+  )
+
 export const selectEmailHolders = (sql: SqlClient.SqlClient, email: string) => {
   const normalized = normalizeEmail(email)
   return executeInTransaction(sql<{ readonly customerId: string | null }>`

@@ -180,6 +180,23 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("customers 
       )
       expect(mixed.map((r) => r.status).sort()).toEqual([201, 409, 409, 409])
       expect((yield* listCustomers(token, { q: other })).body.count).toBe(1)
+      // With an Idempotency-Key each, the request's transaction is the middleware's (it stores the
+      // answer in it): still one 201 and clean 409s, never a 500.
+      const keyed = uniqueEmail("keyed")
+      const keyedReplies = yield* Effect.all(
+        Array.from({ length: 8 }, (_, i) =>
+          call("POST", "/user", {
+            token,
+            headers: { "idempotency-key": `${keyed}-${i}` },
+            json: { email: keyed, firstName: "K", lastName: "K" }
+          })
+        ),
+        { concurrency: "unbounded" }
+      )
+      expect(keyedReplies.map((r) => r.status).sort()).toEqual([201, 409, 409, 409, 409, 409, 409, 409])
+      for (const r of keyedReplies.filter((r) => r.status === 409))
+        expectError(r, 409, "resource_already_exists", "email")
+      expect((yield* listCustomers(token, { q: keyed })).body.count).toBe(1)
     })
   )
 
@@ -422,6 +439,19 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("customers 
         Effect.map(getCustomer(token, c.id), (g) => g.email)
       )
       expect(emails.filter((e) => e === target)).toHaveLength(1)
+      // The same with an Idempotency-Key each: one 200 and clean 409s, never a 500.
+      const keyedTarget = uniqueEmail("contested-keyed")
+      const keyedMoves = yield* Effect.all(
+        contenders.map((c, i) =>
+          call("PUT", `/user/${c.id}`, {
+            token,
+            headers: { "idempotency-key": `${keyedTarget}-${i}` },
+            json: { email: keyedTarget }
+          })
+        ),
+        { concurrency: "unbounded" }
+      )
+      expect(keyedMoves.map((r) => r.status).sort()).toEqual([200, 409, 409])
     })
   )
 
