@@ -216,6 +216,8 @@ const startOurs = (databaseUrl: string, role: string) =>
       PORT: String(port),
       ROLE: role,
       NODE_ENV: "production",
+      // Production names its payment processor (no payment is made here).
+      PAYMENT_PROCESSOR: "test",
       LOG_LEVEL: "warning",
       RATE_LIMIT_ENABLED: "false",
       DATA_DIR: dataDir,
