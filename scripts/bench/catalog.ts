@@ -42,14 +42,17 @@ import {
   benchApp,
   benchArguments,
   type CannonOptions,
+  field,
   fmt,
   jsonRequest,
   loadAverage,
   type Measurement,
   measure,
+  median,
   ms,
   printFootnotes,
-  printTable
+  printTable,
+  quantile
 } from "./support.js"
 
 const USAGE = "usage: npm run bench:catalog -- [--products N] [--duration S] [--rounds N] [--reservations N]"
@@ -70,18 +73,6 @@ const STOCK = 1_000_000
 
 const ADMIN_EMAIL = `bench.admin.${randomBytes(4).toString("hex")}@example.com`
 const ADMIN_PASSWORD = "correct horse battery staple"
-
-const median = (values: ReadonlyArray<number>) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)] ?? 0
-}
-const quantile = (sorted: Float64Array, q: number) =>
-  sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0
-
-const field = (body: unknown, name: string): unknown =>
-  typeof body === "object" && body !== null && name in body
-    ? Object.entries(body).find(([k]) => k === name)?.[1]
-    : undefined
 
 const program = Effect.gen(function* () {
   const info = yield* DatabaseInfo

@@ -45,14 +45,17 @@ import {
   benchApp,
   benchArguments,
   type CannonOptions,
+  field,
   fmt,
   jsonRequest,
   loadAverage,
   type Measurement,
   measure,
+  median,
   ms,
   printFootnotes,
-  printTable
+  printTable,
+  quantile
 } from "./support.js"
 
 // ---------------------------------------------------------------------------------------------------
@@ -193,18 +196,6 @@ const BenchLive = benchApp()
 
 // ---------------------------------------------------------------------------------------------------
 // Helpers
-
-const median = (values: ReadonlyArray<number>) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)] ?? 0
-}
-const quantile = (sorted: Float64Array, q: number) =>
-  sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0
-
-const field = (body: unknown, name: string): unknown =>
-  typeof body === "object" && body !== null && name in body
-    ? (body as Record<string, unknown>)[name]
-    : undefined
 
 /**
  * A module for autocannon's `setupRequest` (it runs in the load generator's worker thread, so it is

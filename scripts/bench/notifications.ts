@@ -46,7 +46,7 @@ import {
   TWILIO_TEST_TOKEN
 } from "../../test/support/providers.js"
 import { type SmtpSink, startSmtpSink } from "../../test/support/smtp.js"
-import { fmt, loadAverage, ms, printFootnotes, printTable, scratchConfig } from "./support.js"
+import { fmt, loadAverage, ms, printFootnotes, printTable, quantile, scratchConfig } from "./support.js"
 
 // ---------------------------------------------------------------------------------------------------
 // Settings
@@ -131,9 +131,6 @@ const servicesOver = (p: Peers) =>
 
 // ---------------------------------------------------------------------------------------------------
 // Helpers
-
-const quantile = (sorted: Float64Array, q: number) =>
-  sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0
 
 /** Milliseconds, or seconds from 10 s up. */
 const duration = (n: number) => (n >= 10_000 ? `${(n / 1000).toFixed(1)} s` : ms(n))

@@ -34,7 +34,7 @@ import {
   stop,
   waitFor200
 } from "./procs.js"
-import { benchArguments, loadAverage, printTable } from "./support.js"
+import { benchArguments, loadAverage, median, printTable } from "./support.js"
 
 const USAGE = "usage: npm run bench:start -- [--runs N] [--idle S]"
 
@@ -130,11 +130,6 @@ const postgresPair = (run: number) => {
       ),
     () => adminQuery(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).pipe(Effect.ignore)
   )
-}
-
-const median = (values: ReadonlyArray<number>) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN
 }
 
 const program = Effect.gen(function* () {

@@ -237,6 +237,22 @@ export const benchApp = (identity: Partial<AppConfigShape["identity"]> = {}) =>
     )
   )
 
+/** The upper median of `values` (NaN for none). */
+export const median = (values: ReadonlyArray<number>) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN
+}
+
+/** The `q` quantile (0–1) of already sorted values (0 for none). */
+export const quantile = (sorted: Float64Array, q: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0
+
+/** A field of a JSON body, if it is an object that has it. */
+export const field = (body: unknown, name: string): unknown =>
+  typeof body === "object" && body !== null && name in body
+    ? Object.entries(body).find(([k]) => k === name)?.[1]
+    : undefined
+
 /** 12345.6 → "12,346". */
 export const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
 /** Milliseconds, one decimal below 10. */

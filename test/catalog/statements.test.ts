@@ -10,19 +10,9 @@ import { Effect } from "effect"
 import { expect } from "vitest"
 import { oneLine } from "../../scripts/bench/pgwire.js"
 import { apiKeyWith, call } from "../support/identity.js"
-import { statementsOf, WiredHttp } from "../support/wire.js"
+import { fewestStatements, statementsOf, WiredHttp } from "../support/wire.js"
 
 /** The fewest statements of `runs` sends (a background poll may fall into one window, hardly all). */
-const fewestStatements = <A, E, R>(runs: number, request: Effect.Effect<A, E, R>) =>
-  Effect.gen(function* () {
-    let fewest: ReadonlyArray<string> | undefined
-    for (let i = 0; i < runs; i++) {
-      const { statements } = yield* statementsOf(request)
-      if (fewest === undefined || statements.length < fewest.length) fewest = statements
-    }
-    return (fewest ?? []).map(oneLine)
-  })
-
 layer(WiredHttp, { timeout: 120_000 })("product statements", (it) => {
   it.effect(
     "GET /v1/products/:id: one statement by primary key on a miss, none on a hit; a list page: one statement",

@@ -12,28 +12,13 @@ import { SqlClient } from "@effect/sql"
 import { layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { expect } from "vitest"
-import { oneLine } from "../../scripts/bench/pgwire.js"
 import { apiKeyWith, call, uniqueEmail } from "../support/identity.js"
-import { statementsOf, WiredHttp } from "../support/wire.js"
+import { fewestStatements, WiredHttp } from "../support/wire.js"
 
 /** Statements per steady-state `POST /user` (#17's target: ≤ 7). */
 const POST_USER_CEILING = 5
 /** The customer read (the API key is cached). */
 const GET_USER_CEILING = 1
-
-/**
- * The fewest statements of `runs` sends of `request`: a background statement (the revocation poll,
- * once a second) may fall into one window, hardly into all of them.
- */
-const fewestStatements = <A, E, R>(runs: number, request: Effect.Effect<A, E, R>) =>
-  Effect.gen(function* () {
-    let fewest: ReadonlyArray<string> | undefined
-    for (let i = 0; i < runs; i++) {
-      const { statements } = yield* statementsOf(request)
-      if (fewest === undefined || statements.length < fewest.length) fewest = statements
-    }
-    return (fewest ?? []).map(oneLine)
-  })
 
 /** The statements of a steady-state `POST /user` with an API key holding write:customers. */
 const postUserStatements = Effect.gen(function* () {
