@@ -498,11 +498,18 @@ export const unavailableResponse = () =>
   )
 
 /** The service-wide middleware; `onResponse` observes each finished request (metrics). */
-export const apiMiddleware = (
+export const apiMiddleware = <FR = never>(
   options: {
     readonly accessLog?: boolean
     /** Which methods a path answers, for 405s (allowedMethods); without it every unknown route is a 404. */
     readonly allow?: AllowedMethods
+    /**
+     * Answers a request before the app (its guards, its router), or `undefined` to pass it on: the
+     * fast routes (http/FastRoutes.ts) with the guards they need (rate limits), composed by the server.
+     */
+    readonly fast?: (
+      request: HttpServerRequest.HttpServerRequest
+    ) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, FR> | undefined
     readonly onResponse?: (info: {
       method: string
       route: string
@@ -511,13 +518,13 @@ export const apiMiddleware = (
     }) => Effect.Effect<void>
   } = {}
 ) => {
-  const { allow, onResponse } = options
+  const { allow, onResponse, fast: fast_ } = options
   const accessLog = options.accessLog !== false
   return HttpMiddleware.make(<E, R>(app: HttpApp.Default<E, R>) =>
     Effect.withFiberRuntime<
       HttpServerResponse.HttpServerResponse,
       E,
-      R | HttpServerRequest.HttpServerRequest
+      R | FR | HttpServerRequest.HttpServerRequest
     >((fiber) => {
       const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
       const requestId = newRequestId()
@@ -585,17 +592,28 @@ export const apiMiddleware = (
         ),
         app
       )
-      const refusedQuery = checkQuery(request)
+      // A fast route (a hot single-resource read) is answered here too, without the pre-response
+      // handler, the idempotency guard (a GET claims no key) and the router: what the pre-response
+      // handler would do to its answer is done directly. It takes no query string: nothing to check.
+      const fast = fast_?.(request)
+      const refusedQuery = fast === undefined ? checkQuery(request) : Option.none()
       // Most requests (no body, a clean query) go straight to the app: no refusal to look at.
-      const checked = Option.isSome(refusedQuery)
-        ? Effect.succeed(withRequestId(refusedQuery.value, requestId, request))
-        : BODY_METHODS.has(request.method)
-          ? Effect.flatMap(checkBody(request), (refusal) =>
-              Option.isSome(refusal)
-                ? Effect.succeed(withRequestId(refusal.value, requestId, request))
-                : handled
-            )
-          : handled
+      const checked: Effect.Effect<
+        HttpServerResponse.HttpServerResponse,
+        E,
+        R | FR | HttpServerRequest.HttpServerRequest
+      > =
+        fast !== undefined
+          ? Effect.map(fast, (response) => withRequestId(response, requestId, request))
+          : Option.isSome(refusedQuery)
+            ? Effect.succeed(withRequestId(refusedQuery.value, requestId, request))
+            : BODY_METHODS.has(request.method)
+              ? Effect.flatMap(checkBody(request), (refusal) =>
+                  Option.isSome(refusal)
+                    ? Effect.succeed(withRequestId(refusal.value, requestId, request))
+                    : handled
+                )
+              : handled
       return Effect.zipRight(tagged, checked).pipe(
         Effect.catchAllCause((cause) =>
           Cause.isInterruptedOnly(cause)
