@@ -34,8 +34,11 @@ export const MAX_BODY_BYTES = 1024 * 1024
 /** Paths whose bodies are form-encoded (OAuth token endpoint), not JSON. */
 export const FORM_PATHS: ReadonlySet<string> = new Set(["/auth/token"])
 
-/** Paths that parse their own bodies (`/rpc` speaks ndjson): only the size limit applies here. */
-export const RAW_BODY_PATHS: ReadonlySet<string> = new Set(["/rpc"])
+/**
+ * Paths that parse their own bodies (`/rpc` speaks ndjson; Stripe's events are verified over their
+ * exact bytes before they are parsed): only the size limit applies here.
+ */
+export const RAW_BODY_PATHS: ReadonlySet<string> = new Set(["/rpc", "/v1/processor-events/stripe"])
 
 /** Requests that can carry a body we must check. */
 const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"])

@@ -11,6 +11,7 @@ import { PaymentsLive } from "./Payments.js"
 import { PaymentProcessorLive } from "./processor.js"
 import { PaymentsProjection } from "./projection.js"
 import { processorCallRecovery } from "./recovery.js"
+import { StripeEventsLive } from "./stripeEvents.js"
 
 export const paymentsModule = {
   name: "payments",
@@ -22,5 +23,5 @@ export const paymentsModule = {
   http: PaymentsHttpLive,
   infra: PaymentProcessorLive,
   port: Layer.empty,
-  services: PaymentsLive
+  services: Layer.merge(PaymentsLive, StripeEventsLive)
 } as const
