@@ -11,6 +11,7 @@ import { idempotencyPurgeProcessor } from "./http/Idempotency.js"
 import { identityModule } from "./identity/module.js"
 import type { Projection } from "./kernel/Projection.js"
 import { notificationsModule } from "./notifications/module.js"
+import { ordersModule } from "./orders/module.js"
 import { paymentsModule } from "./payments/module.js"
 import { dueWorkPurgeProcessor } from "./processors/DueWork.js"
 import type { Processor } from "./processors/Supervisor.js"
@@ -25,7 +26,8 @@ export const modules = [
   webhooksModule,
   catalogModule,
   eventsModule,
-  paymentsModule
+  paymentsModule,
+  ordersModule
 ] as const
 
 export const eventTypes: ReadonlyArray<AnyEventType> = modules.flatMap(

@@ -24,6 +24,7 @@ import { identityModule } from "./identity/module.js"
 import { type CommandRunner, CommandRunnerLive } from "./kernel/CommandRunner.js"
 import { type Projection, ProjectionsLive } from "./kernel/Projection.js"
 import { notificationsModule } from "./notifications/module.js"
+import { ordersModule } from "./orders/module.js"
 import { paymentsModule } from "./payments/module.js"
 import { type DueWork, DueWorkLive } from "./processors/DueWork.js"
 import { type Processor, SupervisorLive } from "./processors/Supervisor.js"
@@ -50,7 +51,8 @@ export const ContextServicesLive = Layer.mergeAll(
   webhooksModule.services,
   catalogModule.services,
   eventsModule.services,
-  paymentsModule.services
+  paymentsModule.services,
+  ordersModule.services
 ).pipe(
   Layer.provideMerge(
     Layer.mergeAll(
@@ -59,7 +61,8 @@ export const ContextServicesLive = Layer.mergeAll(
       notificationsModule.port,
       webhooksModule.port,
       catalogModule.port,
-      paymentsModule.port
+      paymentsModule.port,
+      ordersModule.port
     )
   ),
   Layer.provideMerge(
@@ -70,6 +73,7 @@ export const ContextServicesLive = Layer.mergeAll(
       webhooksModule.infra,
       catalogModule.infra,
       paymentsModule.infra,
+      ordersModule.infra,
       RateLimiterLive
     )
   )
