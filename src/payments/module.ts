@@ -3,11 +3,11 @@
  * registers it: its events, projection, the processor-call safety net, routes and handlers, the
  * configured processor and its use cases.
  */
-import { Layer } from "effect"
 import { PaymentsRoutes } from "./Api.js"
 import { paymentEventTypes } from "./events.js"
 import { PaymentsHttpLive } from "./Http.js"
 import { PaymentsLive } from "./Payments.js"
+import { PaymentsPortLive } from "./port.js"
 import { PaymentProcessorLive } from "./processor.js"
 import { PaymentsProjection } from "./projection.js"
 import { processorCallRecovery } from "./recovery.js"
@@ -21,6 +21,6 @@ export const paymentsModule = {
   routes: PaymentsRoutes,
   http: PaymentsHttpLive,
   infra: PaymentProcessorLive,
-  port: Layer.empty,
+  port: PaymentsPortLive,
   services: PaymentsLive
 } as const
