@@ -9,6 +9,7 @@ import { Layer } from "effect"
 import { Api } from "./Api.js"
 import { OpsStatusLive, subscriptionSpecs } from "./audit/OpsStatus.js"
 import { catalogModule } from "./catalog/module.js"
+import { checkoutModule } from "./checkout/module.js"
 import type { AppConfig } from "./config.js"
 import { customersModule } from "./customers/module.js"
 import { eventsModule } from "./events/module.js"
@@ -42,6 +43,7 @@ export type ProcessorServices =
   | DueWork
   | Layer.Layer.Success<typeof notificationsModule.infra>
   | Layer.Layer.Success<typeof paymentsModule.infra>
+  | Layer.Layer.Success<typeof checkoutModule.services>
 
 /** Every context's use cases, over every context's port, over every context's infrastructure. */
 export const ContextServicesLive = Layer.mergeAll(
@@ -52,7 +54,8 @@ export const ContextServicesLive = Layer.mergeAll(
   catalogModule.services,
   eventsModule.services,
   paymentsModule.services,
-  ordersModule.services
+  ordersModule.services,
+  checkoutModule.services
 ).pipe(
   Layer.provideMerge(
     Layer.mergeAll(
@@ -62,7 +65,8 @@ export const ContextServicesLive = Layer.mergeAll(
       webhooksModule.port,
       catalogModule.port,
       paymentsModule.port,
-      ordersModule.port
+      ordersModule.port,
+      checkoutModule.port
     )
   ),
   Layer.provideMerge(
@@ -74,6 +78,7 @@ export const ContextServicesLive = Layer.mergeAll(
       catalogModule.infra,
       paymentsModule.infra,
       ordersModule.infra,
+      checkoutModule.infra,
       RateLimiterLive
     )
   )
