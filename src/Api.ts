@@ -7,6 +7,7 @@
 import { HttpApi, HttpApiBuilder, OpenApi } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { catalogModule } from "./catalog/module.js"
+import { checkoutModule } from "./checkout/module.js"
 import { customersModule } from "./customers/module.js"
 import { eventsModule } from "./events/module.js"
 import { ApiBase, SystemApi } from "./http/ApiBase.js"
@@ -18,6 +19,7 @@ import { cleanOpenApi, documentHttpConventions, documentScopes } from "./http/op
 import { SystemHttpLive } from "./http/SystemHttp.js"
 import { identityModule } from "./identity/module.js"
 import { notificationsModule } from "./notifications/module.js"
+import { ordersModule } from "./orders/module.js"
 import { paymentsModule } from "./payments/module.js"
 import { webhooksModule } from "./webhooks/module.js"
 
@@ -34,6 +36,8 @@ export class Api extends ApiBase.add(SystemApi)
   .addHttpApi(catalogModule.routes)
   .addHttpApi(eventsModule.routes)
   .addHttpApi(paymentsModule.routes)
+  .addHttpApi(ordersModule.routes)
+  .addHttpApi(checkoutModule.routes)
   .annotate(OpenApi.Title, "commerce-platform")
   .annotate(OpenApi.Version, "0.1.0")
   .annotate(OpenApi.License, { name: "MIT", url: "https://opensource.org/licenses/MIT" })
@@ -66,7 +70,9 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
     webhooksModule.http,
     catalogModule.http,
     eventsModule.http,
-    paymentsModule.http
+    paymentsModule.http,
+    ordersModule.http,
+    checkoutModule.http
   ])
 )
 

@@ -4,13 +4,16 @@
  * routes and layers in src/Api.ts and src/services.ts, one line each).
  */
 import { catalogModule } from "./catalog/module.js"
+import { checkoutModule } from "./checkout/module.js"
 import { customersModule } from "./customers/module.js"
 import { eventsModule } from "./events/module.js"
 import type { AnyEventType } from "./eventstore/EventType.js"
+import { flowsModule } from "./flows/module.js"
 import { idempotencyPurgeProcessor } from "./http/Idempotency.js"
 import { identityModule } from "./identity/module.js"
 import type { Projection } from "./kernel/Projection.js"
 import { notificationsModule } from "./notifications/module.js"
+import { ordersModule } from "./orders/module.js"
 import { paymentsModule } from "./payments/module.js"
 import { dueWorkPurgeProcessor } from "./processors/DueWork.js"
 import type { Processor } from "./processors/Supervisor.js"
@@ -25,7 +28,10 @@ export const modules = [
   webhooksModule,
   catalogModule,
   eventsModule,
-  paymentsModule
+  paymentsModule,
+  ordersModule,
+  checkoutModule,
+  flowsModule
 ] as const
 
 export const eventTypes: ReadonlyArray<AnyEventType> = modules.flatMap(

@@ -9,6 +9,7 @@ import { Layer } from "effect"
 import { Api } from "./Api.js"
 import { OpsStatusLive, subscriptionSpecs } from "./audit/OpsStatus.js"
 import { catalogModule } from "./catalog/module.js"
+import { checkoutModule } from "./checkout/module.js"
 import type { AppConfig } from "./config.js"
 import { customersModule } from "./customers/module.js"
 import { eventsModule } from "./events/module.js"
@@ -24,6 +25,7 @@ import { identityModule } from "./identity/module.js"
 import { type CommandRunner, CommandRunnerLive } from "./kernel/CommandRunner.js"
 import { type Projection, ProjectionsLive } from "./kernel/Projection.js"
 import { notificationsModule } from "./notifications/module.js"
+import { ordersModule } from "./orders/module.js"
 import { paymentsModule } from "./payments/module.js"
 import { type DueWork, DueWorkLive } from "./processors/DueWork.js"
 import { type Processor, SupervisorLive } from "./processors/Supervisor.js"
@@ -41,6 +43,7 @@ export type ProcessorServices =
   | DueWork
   | Layer.Layer.Success<typeof notificationsModule.infra>
   | Layer.Layer.Success<typeof paymentsModule.infra>
+  | Layer.Layer.Success<typeof checkoutModule.services>
 
 /** Every context's use cases, over every context's port, over every context's infrastructure. */
 export const ContextServicesLive = Layer.mergeAll(
@@ -50,7 +53,9 @@ export const ContextServicesLive = Layer.mergeAll(
   webhooksModule.services,
   catalogModule.services,
   eventsModule.services,
-  paymentsModule.services
+  paymentsModule.services,
+  ordersModule.services,
+  checkoutModule.services
 ).pipe(
   Layer.provideMerge(
     Layer.mergeAll(
@@ -59,7 +64,9 @@ export const ContextServicesLive = Layer.mergeAll(
       notificationsModule.port,
       webhooksModule.port,
       catalogModule.port,
-      paymentsModule.port
+      paymentsModule.port,
+      ordersModule.port,
+      checkoutModule.port
     )
   ),
   Layer.provideMerge(
@@ -70,6 +77,8 @@ export const ContextServicesLive = Layer.mergeAll(
       webhooksModule.infra,
       catalogModule.infra,
       paymentsModule.infra,
+      ordersModule.infra,
+      checkoutModule.infra,
       RateLimiterLive
     )
   )

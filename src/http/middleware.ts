@@ -295,7 +295,19 @@ const normalizeBody = (
     }
     if (maybe._tag === "HttpApiDecodeError" && Array.isArray(maybe.issues)) {
       const issue = (maybe.issues as ReadonlyArray<DecodeIssue>)[0]
-      const param = issue?.path && issue.path.length > 0 ? issue.path.map(String).join(".") : undefined
+      // Array indexes as Stripe writes them: `lineItems[2].quantity`.
+      const param =
+        issue?.path && issue.path.length > 0
+          ? issue.path.reduce<string>(
+              (acc, key) =>
+                typeof key === "number"
+                  ? `${acc}[${key}]`
+                  : acc === ""
+                    ? String(key)
+                    : `${acc}.${String(key)}`,
+              ""
+            )
+          : undefined
       const missing = issue?._tag === "Missing"
       const field = issue?.path?.[issue.path.length - 1]
       // "display must be …" already names its field; "must be a valid email address" does not.

@@ -22,6 +22,7 @@ export const ID_PREFIXES = [
   "chk",
   "ord",
   "ful",
+  "li",
   "pay",
   "pi",
   "re",

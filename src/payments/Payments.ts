@@ -718,7 +718,14 @@ export const makePayments = Effect.gen(function* () {
     refundPayment,
     getRefund,
     /** For the safety net (and tests): step 3 of a call, as the worker records it. */
-    recordOutcome
+    recordOutcome,
+    /**
+     * The internals the payments port (port.ts) reuses, so the state machine and the three-step
+     * processor calls exist once: `execute` (one command, joining the caller's transaction), `run`
+     * (a command that may start a call, then the call and its record; never inside a transaction),
+     * `confirmation` (a confirm or the awaited outcome of a concurrent one), the client-secret hash.
+     */
+    internals: { execute, run, confirmation, hashSecret }
   }
 })
 

@@ -664,6 +664,8 @@ const cancel = (state: IntentState, reason: CancellationReason | null): Decision
 }
 
 const refund = (state: IntentState, command: Extract<PaymentCommand, { _tag: "Refund" }>): Decision => {
+  // A refund id already recorded (a caller's derived id asked again): nothing more to refund.
+  if (state.refunds.some((r) => r.refundId === command.refundId)) return Effect.succeed([])
   const payment = state.payments.find((p) => p.paymentId === command.paymentId)
   if (payment === undefined) return Effect.fail(new PaymentNotFound({ paymentId: command.paymentId }))
   if (payment.status === "refunded")

@@ -1,8 +1,138 @@
 /**
  * The payments context's public face: what other contexts (checkout, orders, billing) may use —
- * its read lookups, its objects and its public event schemas. It knows nothing of them: they hold
- * its ids and read its objects. Nothing else of `payments/` is imported from outside it.
+ * its port (`PaymentsPort`: intents created in the caller's transaction, confirmations, cancels and
+ * refunds through the processor, lookups), its read lookups, its objects and its public event
+ * schemas. It knows nothing of them: they hold its ids and read its objects. Nothing else of
+ * `payments/` is imported from outside it. The port is implemented in `port.ts`.
  */
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, Data, type Effect, type Option } from "effect"
+import type { EventMetadata } from "../eventstore/EventStore.js"
+import type { EventDecodeError } from "../eventstore/errors.js"
+import type { CommandError } from "../kernel/CommandRunner.js"
+import type { Metadata } from "../kernel/Metadata.js"
+import type {
+  AmountTooLarge,
+  ChargeAlreadyRefunded,
+  ChargeNotRefundable,
+  PaymentIntentNotFound,
+  PaymentMethodMissing,
+  PaymentNotFound,
+  UnexpectedState
+} from "./decider.js"
+import type { CancellationReason, CaptureMethod, RefundReason } from "./events.js"
+import type { PaymentIntentObject, RefundObject } from "./objects.js"
+import type { ProcessorUnavailable } from "./processor.js"
+
+export {
+  AmountTooLarge,
+  ChargeAlreadyRefunded,
+  ChargeNotRefundable,
+  PaymentIntentNotFound,
+  PaymentMethodMissing,
+  PaymentNotFound,
+  UnexpectedState
+} from "./decider.js"
 export * from "./events.js"
 export type { PaymentIntentObject, PaymentObject, RefundObject } from "./objects.js"
+export { ProcessorUnavailable } from "./processor.js"
 export { findPayment, findPaymentIntent } from "./queries.js"
+
+/** The processor does not know this payment method (a token or test card it cannot resolve). */
+export class UnknownPaymentMethod extends Data.TaggedError("UnknownPaymentMethod")<{
+  readonly paymentMethod: string
+  readonly processor: string
+}> {}
+
+export interface NewIntentCommand {
+  /** Minor units, 1 to 99,999,999. */
+  readonly amount: number
+  /** Uppercase ISO 4217. */
+  readonly currency: string
+  readonly customerId: string | null
+  readonly captureMethod: CaptureMethod
+  /** A processor token (`pm_card_visa`); the intent is then `requires_confirmation`. */
+  readonly paymentMethod: string | null
+  readonly metadata: Metadata
+  readonly description?: string | null
+  /**
+   * What the intent's processor keys start with instead of its id: derived by the caller from a
+   * request's `Idempotency-Key`, so the retry of a rolled-back request asks the processor with the
+   * same keys (see `PaymentIntentCreated.callKeyPrefix`).
+   */
+  readonly callKeyPrefix?: string
+}
+
+export type IntentWithSecret = PaymentIntentObject & { readonly clientSecret: string }
+
+/** What a confirmation came to: the intent after the processor's answer; a decline is data. */
+export interface ConfirmOutcome {
+  readonly intent: PaymentIntentObject
+  /** The payment of the attempt made (or awaited, when a concurrent confirm made the call). */
+  readonly paymentId: string
+  /** That attempt was declined (the intent is back to `requires_payment_method`, `lastPaymentError` set). */
+  readonly declined: boolean
+}
+
+export type PaymentsPortError = CommandError<never>
+
+export interface PaymentsPortShape {
+  /**
+   * Creates an intent inside the CALLER's transaction (no processor call): `requires_payment_method`,
+   * or `requires_confirmation` with a payment method. Answers it with its client secret (shown once).
+   */
+  readonly createIntent: (
+    input: NewIntentCommand,
+    metadata: EventMetadata
+  ) => Effect.Effect<IntentWithSecret, UnknownPaymentMethod | ProcessorUnavailable | PaymentsPortError>
+  /**
+   * Confirms: the three-step processor call (recorded as started, made, outcome recorded), or the
+   * outcome of a concurrent confirmation's call. Must NOT run inside a transaction (the call would
+   * hold it open). A decline is an outcome (`declined: true`), not a failure.
+   */
+  readonly confirm: (
+    paymentIntentId: string,
+    input: { readonly paymentMethod?: string | undefined },
+    metadata: EventMetadata
+  ) => Effect.Effect<
+    ConfirmOutcome,
+    | UnknownPaymentMethod
+    | ProcessorUnavailable
+    | PaymentIntentNotFound
+    | UnexpectedState
+    | PaymentMethodMissing
+    | PaymentsPortError
+  >
+  /**
+   * Cancels the intent: an authorization (or a pending 3-D Secure) is voided at the processor first
+   * (outside any transaction, like `confirm`); an intent never confirmed is canceled by one event.
+   * Already canceled: answers it as it is. Succeeded (captured) → `UnexpectedState` (refund instead).
+   */
+  readonly cancel: (
+    paymentIntentId: string,
+    reason: CancellationReason | null,
+    metadata: EventMetadata
+  ) => Effect.Effect<PaymentIntentObject, PaymentIntentNotFound | UnexpectedState | PaymentsPortError>
+  /**
+   * Refunds a captured payment (all that remains when `amount` is null), never more than was
+   * captured, even under concurrent refunds. `key` (the caller's, e.g. derived from its own ids)
+   * makes a repeat a no-op that answers the first refund. A processor call, outside transactions.
+   */
+  readonly refund: (
+    paymentId: string,
+    input: { readonly amount: number | null; readonly reason: RefundReason | null; readonly key: string },
+    metadata: EventMetadata
+  ) => Effect.Effect<
+    RefundObject,
+    PaymentNotFound | ChargeNotRefundable | ChargeAlreadyRefunded | AmountTooLarge | PaymentsPortError
+  >
+  /** The intent as its stream stands (inside a transaction: as of that transaction). */
+  readonly find: (
+    paymentIntentId: string
+  ) => Effect.Effect<Option.Option<PaymentIntentObject>, EventDecodeError | SqlError>
+}
+
+export class PaymentsPort extends Context.Tag("payments/PaymentsPort")<PaymentsPort, PaymentsPortShape>() {}
+
+/** The 402 a declined confirmation answers (with the intent embedded), for contexts that confirm. */
+export { CardDeclined, orDieUnlessPaymentHttp, PaymentStateConflict } from "./errors.js"

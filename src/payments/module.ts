@@ -8,6 +8,7 @@ import { PaymentsRoutes } from "./Api.js"
 import { paymentEventTypes } from "./events.js"
 import { PaymentsHttpLive } from "./Http.js"
 import { PaymentsLive } from "./Payments.js"
+import { PaymentsPortLive } from "./port.js"
 import { PaymentProcessorLive } from "./processor.js"
 import { PaymentsProjection } from "./projection.js"
 import { processorCallRecovery } from "./recovery.js"
@@ -22,6 +23,6 @@ export const paymentsModule = {
   routes: PaymentsRoutes,
   http: PaymentsHttpLive,
   infra: PaymentProcessorLive,
-  port: Layer.empty,
+  port: PaymentsPortLive,
   services: Layer.merge(PaymentsLive, StripeEventsLive)
 } as const

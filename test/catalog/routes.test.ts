@@ -210,7 +210,7 @@ layer(IdentityHttp, OPTIONS)("products over HTTP", (it) => {
             "inventory.availableQuantity"
           ],
           [{ ...base, inventory: { tracked: "yes" } }, "parameter_invalid", "inventory.tracked"],
-          [{ ...base, images: ["ftp://x"] }, "parameter_invalid", "images.0"],
+          [{ ...base, images: ["ftp://x"] }, "parameter_invalid", "images[0]"],
           [{ ...base, metadata: [1] }, "parameter_invalid", "metadata"],
           [
             { ...base, metadata: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, i])) },

@@ -23,6 +23,7 @@ import { Arbitrary, type SchemaAST as AST, Effect, FastCheck as fc, Option, Sche
 import { describe, expect, it as plain } from "vitest"
 import { Api } from "../../src/Api.js"
 import { adminLogin, call, identityHttp, PASSWORD, type Reply, uniqueEmail } from "../support/identity.js"
+import { placeOrder } from "../support/orders.js"
 
 const SEED = Number(process.env.SCHEMA_PROPERTY_SEED ?? 20_261_126)
 const RUNS = Number(process.env.SCHEMA_PROPERTY_RUNS ?? 30)
@@ -207,7 +208,15 @@ const STATEFUL_400S: ReadonlyArray<{
   { op: "v1Payments.capture", code: "amount_too_large", param: "amountToCapture" },
   { op: "v1Payments.refund", code: "amount_too_large", param: "amount" },
   { op: "v1Payments.list", code: "resource_missing" },
-  { op: "v1Payments.list", code: "parameter_invalid", param: "endingBefore" }
+  { op: "v1Payments.list", code: "parameter_invalid", param: "endingBefore" },
+  // Orders: list cursors as above; lines and quantities against the order (stored): a line it does
+  // not have, more units than remain to ship, more than remains refundable.
+  { op: "orders.list", code: "resource_missing" },
+  { op: "orders.list", code: "parameter_invalid", param: "endingBefore" },
+  { op: "orders.fulfill", code: "parameter_invalid", unless: /^(?!the order has no line)/ },
+  { op: "orders.fulfill", code: "fulfillment_quantity_exceeded" },
+  { op: "orders.refund", code: "parameter_invalid", unless: /^(?!the order has no line)/ },
+  { op: "orders.refund", code: "amount_too_large" }
 ]
 
 /** Why a reply breaks the property, or undefined. */
@@ -352,6 +361,10 @@ layer(identityHttp(), OPTIONS)("every operation against its own schemas", (it) =
             yield* call("POST", `/v1/payments/${payments[0]?.id}/refund`, { token, json: { amount: 100 } })
           ).id
         ]
+        const orders: Array<string> = []
+        for (const payment of ["captured", "authorized", "captured"] as const) {
+          orders.push((yield* placeOrder({ payment })).id)
+        }
         const known: Known = {
           "/user:id": customers,
           "/user:address_id": addresses,
@@ -366,7 +379,8 @@ layer(identityHttp(), OPTIONS)("every operation against its own schemas", (it) =
           "/v1/payments:id": payments.map((p) => p.id),
           "/v1/payment-intents:id": payments.map((p) => p.paymentIntentId),
           "/v1/test/payment-intents:id": payments.map((p) => p.paymentIntentId),
-          "/v1/refunds:id": refunds
+          "/v1/refunds:id": refunds,
+          "/v1/orders:id": orders
         }
 
         const ordered = [...operations.filter((op) => !destructive(op)), ...operations.filter(destructive)]

@@ -15,6 +15,7 @@ import { AccessTokens } from "../../src/identity/tokens.js"
 import * as Ids from "../../src/kernel/Ids.js"
 import { makeShiftedClock } from "../support/clock.js"
 import { adminLogin, apiKeyWith, call, IdentityHttp, registerShopper } from "../support/identity.js"
+import { placeOrder } from "../support/orders.js"
 
 type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
 
@@ -38,6 +39,8 @@ interface OtherCustomer {
   readonly paymentId: string
   readonly paymentIntentId: string
   readonly refundId: string
+  /** An order of theirs (placed through the orders port, as checkout completion does). */
+  readonly orderId: string
 }
 
 interface OtherCustomerFixture {
@@ -61,7 +64,8 @@ const OTHER_CUSTOMER_FIXTURES: Record<string, OtherCustomerFixture> = {
   "DELETE /user/:id/address/:address_id": { path: (o) => `/user/${o.customerId}/address/${o.addressId}` },
   "GET /v1/payments/:id": { path: (o) => `/v1/payments/${o.paymentId}` },
   "GET /v1/payment-intents/:id": { path: (o) => `/v1/payment-intents/${o.paymentIntentId}` },
-  "GET /v1/refunds/:id": { path: (o) => `/v1/refunds/${o.refundId}` }
+  "GET /v1/refunds/:id": { path: (o) => `/v1/refunds/${o.refundId}` },
+  "GET /v1/orders/:id": { path: (o) => `/v1/orders/${o.orderId}` }
 }
 
 /**
@@ -291,7 +295,8 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("authorizat
         addressId: address.body.id,
         paymentId: payment.body.id,
         paymentIntentId: payment.body.paymentIntentId,
-        refundId: refund.body.id
+        refundId: refund.body.id,
+        orderId: (yield* placeOrder({ customerId, email: victimMe.body.email })).id
       }
       const before = yield* call("GET", `/user/${customerId}`, { token: victim.accessToken })
       expect(before.status).toBe(200)

@@ -1,0 +1,190 @@
+/**
+ * The orders use cases behind `/v1/orders`. Each write is ONE transaction: the order's command and
+ * what it causes in the catalog (fulfilment consumes the order's stock hold, cancellation releases
+ * it) commit together or not at all. Shoppers (role `customer`) see their own orders only; another's
+ * is 404, exactly like an unknown id.
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer, Option } from "effect"
+import { CatalogPort } from "../catalog/index.js"
+import type { AuthenticatedActor } from "../http/Auth.js"
+import { BadRequest, Conflict, NotFound, orDieUnlessHttp } from "../http/errors.js"
+import { CommandRunner } from "../kernel/CommandRunner.js"
+import * as Ids from "../kernel/Ids.js"
+import { commandMetadata, makeTransact } from "../kernel/UseCase.js"
+import type { FulfillRequest, OrderListParams } from "./Api.js"
+import {
+  FulfillmentNotFound,
+  FulfillmentQuantityExceeded,
+  type OrderCommand,
+  OrderNotCancellable,
+  OrderNotFound,
+  OrderNotFulfillable,
+  OrderNotRefundable,
+  type OrderState,
+  orderStream,
+  RefundAmountTooLarge,
+  UnknownLineItem
+} from "./decider.js"
+import type { LineQuantity } from "./events.js"
+import { OrderDecider, type OrderObject, orderObject } from "./objects.js"
+import { listOrders, selectOrder } from "./queries.js"
+
+const notFound = NotFound.of({ message: "No such order", param: "id" })
+
+const isShopper = (actor: AuthenticatedActor) => actor.role === "customer"
+
+/** Staff see every order; a shopper only their own (another's: 404). */
+const visible = (actor: AuthenticatedActor, order: OrderObject) =>
+  !isShopper(actor) || (order.customerId !== null && order.customerId === actor.customerId)
+
+/** One mapper for the decider's refusals. */
+export const domainErrors = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.mapError(effect, (e): E | NotFound | BadRequest | Conflict => {
+    if (e instanceof OrderNotFound) return notFound
+    if (e instanceof FulfillmentNotFound)
+      return NotFound.of({ message: `No such fulfilment: ${e.fulfillmentId}`, param: "fid" })
+    if (e instanceof OrderNotFulfillable)
+      return Conflict.of({
+        code: "order_not_fulfillable",
+        message: `the order cannot be fulfilled: ${e.reason} (status ${e.status})`
+      })
+    if (e instanceof FulfillmentQuantityExceeded)
+      return BadRequest.of({
+        code: "fulfillment_quantity_exceeded",
+        message: `line ${e.lineItemId} has ${e.remaining} units left to fulfil; ${e.requested} were asked for`,
+        param: `items[${e.index}].quantity`
+      })
+    if (e instanceof UnknownLineItem)
+      return BadRequest.of({
+        code: "parameter_invalid",
+        message: `the order has no line ${e.reference}`,
+        param: `items[${e.index}]`
+      })
+    if (e instanceof OrderNotCancellable)
+      return Conflict.of({
+        code: "order_not_cancellable",
+        message: `the order cannot be cancelled: ${e.reason} (status ${e.status})`
+      })
+    if (e instanceof OrderNotRefundable)
+      return Conflict.of({
+        code: "order_not_refundable",
+        message: `the order cannot be refunded: ${e.reason} (status ${e.status})`
+      })
+    if (e instanceof RefundAmountTooLarge)
+      return BadRequest.of({
+        code: "amount_too_large",
+        message: `${e.requested} is more than remains refundable (${e.refundable})`,
+        param: e.field
+      })
+    return e
+  })
+
+/** The catalog lines of some line items of an order (its products and units). */
+export const catalogLines = (state: OrderState, items: ReadonlyArray<LineQuantity>) =>
+  items.flatMap((i) => {
+    const line = state.lineItems.find((l) => l.id === i.lineItemId)
+    return line === undefined || i.quantity <= 0 ? [] : [{ productId: line.productId, quantity: i.quantity }]
+  })
+
+export const makeOrders = Effect.gen(function* () {
+  const runner = yield* CommandRunner
+  const transact = yield* makeTransact
+  const sql = yield* SqlClient.SqlClient
+  const catalog = yield* CatalogPort
+
+  /** Malformed and foreign-prefixed ids are unknown ids: 404. */
+  const validId = (id: string) => (Ids.isValid("ord", id) ? Effect.succeed(id) : Effect.fail(notFound))
+
+  const get = (actor: AuthenticatedActor, id: string) =>
+    Effect.gen(function* () {
+      const orderId = yield* validId(id)
+      const found = yield* selectOrder(sql, orderId)
+      if (Option.isNone(found) || !visible(actor, found.value)) return yield* notFound
+      return found.value
+    }).pipe(orDieUnlessHttp)
+
+  const list = (actor: AuthenticatedActor, params: OrderListParams) => {
+    const { status, customerId, email, createdAfter, createdBefore, ...page } = params
+    // A shopper lists only their own orders, whatever filter they send.
+    const own = isShopper(actor) ? (actor.customerId ?? "") : customerId
+    return listOrders(sql, { status, customerId: own, email, createdAfter, createdBefore }, page).pipe(
+      orDieUnlessHttp
+    )
+  }
+
+  const execute = (orderId: string, command: OrderCommand, actor: AuthenticatedActor) =>
+    Effect.flatMap(commandMetadata(actor), (metadata) =>
+      runner.execute(OrderDecider, orderStream(orderId), command, { metadata })
+    )
+
+  const fulfill = (actor: AuthenticatedActor, id: string, body: FulfillRequest) =>
+    Effect.gen(function* () {
+      const orderId = yield* validId(id)
+      const fulfillmentId = yield* Ids.make("ful")
+      const metadata = yield* commandMetadata(actor)
+      const result = yield* transact(
+        Effect.gen(function* () {
+          const result = yield* execute(
+            orderId,
+            {
+              _tag: "Fulfill",
+              fulfillmentId,
+              items: body.items,
+              trackingNumber: body.trackingNumber ?? null,
+              trackingUrl: body.trackingUrl ?? null,
+              carrier: body.carrier ?? null
+            },
+            actor
+          )
+          const created = result.events.find((e) => e.type === "order.fulfillment_created")
+          if (created !== undefined && created.type === "order.fulfillment_created") {
+            // The units leave the building: the order's hold (and, beyond it, available stock).
+            yield* catalog.consume(
+              orderId,
+              { key: fulfillmentId, lines: catalogLines(result.state, created.data.items) },
+              metadata
+            )
+          }
+          return result
+        })
+      ).pipe(
+        domainErrors,
+        Effect.catchTags({
+          InsufficientStock: (e) =>
+            Effect.fail(
+              Conflict.of({
+                code: "insufficient_stock",
+                message: `product ${e.productId} has ${e.available} units available; ${e.requested} are to ship`,
+                param: `items[${e.line}].quantity`
+              })
+            ),
+          ReservationLineInvalid: Effect.die
+        })
+      )
+      return orderObject(result.state)
+    }).pipe(orDieUnlessHttp)
+
+  const updateFulfillment = (actor: AuthenticatedActor, id: string, fid: string) =>
+    Effect.gen(function* () {
+      const orderId = yield* validId(id)
+      if (!Ids.isValid("ful", fid))
+        return yield* NotFound.of({ message: `No such fulfilment: ${fid}`, param: "fid" })
+      const result = yield* execute(orderId, { _tag: "Deliver", fulfillmentId: fid }, actor).pipe(
+        Effect.catchTags({
+          OrderNotFound: () => Effect.fail(notFound),
+          FulfillmentNotFound: () =>
+            Effect.fail(NotFound.of({ message: `No such fulfilment: ${fid}`, param: "fid" }))
+        })
+      )
+      return orderObject(result.state)
+    }).pipe(orDieUnlessHttp)
+
+  return { get, list, fulfill, updateFulfillment }
+})
+
+export type OrdersShape = Effect.Effect.Success<typeof makeOrders>
+
+export class Orders extends Context.Tag("orders/Orders")<Orders, OrdersShape>() {}
+
+export const OrdersLive = Layer.effect(Orders, makeOrders)

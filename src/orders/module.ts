@@ -1,0 +1,23 @@
+/**
+ * The orders context, as the composition root (src/registry.ts, src/Api.ts, src/services.ts)
+ * registers it: its events, projection, routes and handlers, port and use cases.
+ */
+import { Layer } from "effect"
+import { OrdersRoutes } from "./Api.js"
+import { orderEventTypes } from "./events.js"
+import { OrdersHttpLive } from "./Http.js"
+import { OrdersLive } from "./Orders.js"
+import { OrdersPortLive } from "./port.js"
+import { OrdersProjection } from "./projection.js"
+
+export const ordersModule = {
+  name: "orders",
+  eventTypes: orderEventTypes,
+  projections: [OrdersProjection],
+  processors: [],
+  routes: OrdersRoutes,
+  http: OrdersHttpLive,
+  infra: Layer.empty,
+  port: OrdersPortLive,
+  services: OrdersLive
+} as const

@@ -1,0 +1,125 @@
+/**
+ * The orders port (`OrdersPort` in `index.ts`): what checkout completion (and payments' capture
+ * flow) run inside their own transaction.
+ *
+ * `place` takes the display-id counter's row lock FIRST, then looks for the order: placements queue
+ * on that row, so a second placement of one order (a retried completion, a racing processor event)
+ * sees the first one committed and answers it, and two different orders never draw the same number.
+ * The number is drawn in the placing transaction: a placement that rolls back gives it back, so the
+ * numbers have no gaps (a PostgreSQL sequence would leave one per rollback).
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Layer, Option } from "effect"
+import type { EventMetadata } from "../eventstore/EventStore.js"
+import { CommandRunner } from "../kernel/CommandRunner.js"
+import * as Ids from "../kernel/Ids.js"
+import { isOrderError, type OrderError, orderStream, type PlaceData } from "./decider.js"
+import { OrdersPort, type PlaceOrderInput } from "./index.js"
+import { OrderDecider, orderObject } from "./objects.js"
+import { selectOrder } from "./queries.js"
+
+const COUNTERS = "orders.counters"
+const DISPLAY_ID = "display_id"
+
+/** Deterministic line item ids: a replayed placement names its lines the same. */
+export const lineItemId = (orderId: string, index: number) =>
+  Ids.derive("li", `${orderId}:line:${index}`, Ids.timestampOf("ord", orderId) ?? 0)
+
+/** A placement's input is built by checkout from its own checked state: a bad one is a bug. */
+const inputProblem = (input: PlaceOrderInput): string | undefined => {
+  if (!Ids.isValid("ord", input.orderId)) return `orderId ${input.orderId} is not an ord_ id`
+  if (input.lineItems.length === 0) return "an order needs at least one line"
+  for (const l of input.lineItems) {
+    if (!Number.isSafeInteger(l.quantity) || l.quantity < 1) return `line quantity ${l.quantity}`
+    if (!Number.isSafeInteger(l.unitAmount) || l.unitAmount < 0) return `line unitAmount ${l.unitAmount}`
+    if (l.amountTotal !== l.unitAmount * l.quantity) return `line amountTotal ${l.amountTotal}`
+  }
+  if (!/^[A-Z]{3}$/.test(input.currency)) return `currency ${input.currency}`
+  if (!Number.isSafeInteger(input.total) || input.total < 0) return `total ${input.total}`
+  if (input.payment === "captured" && input.amountCaptured <= 0) return "a captured payment of nothing"
+  return undefined
+}
+
+const placeData = (input: PlaceOrderInput, displayId: string): PlaceData => ({
+  orderId: input.orderId,
+  displayId,
+  checkoutId: input.checkoutId,
+  customerId: input.customerId,
+  email: input.email,
+  currency: input.currency,
+  lineItems: input.lineItems.map((l, i) => ({
+    lineItemId: lineItemId(input.orderId, i),
+    productId: l.productId,
+    name: l.name,
+    sku: l.sku,
+    quantity: l.quantity,
+    unitAmount: l.unitAmount,
+    amountTotal: l.amountTotal
+  })),
+  subtotal: input.subtotal,
+  total: input.total,
+  shippingAddress: input.shippingAddress,
+  paymentIntentId: input.paymentIntentId,
+  paymentId: input.paymentId,
+  payment: input.payment,
+  amountCaptured: input.payment === "captured" ? input.amountCaptured : 0,
+  metadata: input.metadata
+})
+
+/** The decider's refusals cannot come from the port's commands (placing and capturing never refuse). */
+export const dieOnRefusal = <A, E, R>(
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, Exclude<E, Extract<E, OrderError>>, R> =>
+  Effect.catchIf(
+    effect,
+    (e): e is Extract<E, OrderError> => isOrderError(e),
+    (e) => Effect.die(e)
+  )
+
+export const makeOrdersPort = Effect.gen(function* () {
+  const runner = yield* CommandRunner
+  const sql = yield* SqlClient.SqlClient
+
+  const place = (input: PlaceOrderInput, metadata: EventMetadata) =>
+    runner.transact(
+      Effect.gen(function* () {
+        const problem = inputProblem(input)
+        if (problem !== undefined) return yield* Effect.dieMessage(`OrdersPort.place: ${problem}`)
+        yield* sql`SELECT value FROM ${sql(COUNTERS)} WHERE name = ${DISPLAY_ID} FOR UPDATE`
+        const existing = yield* runner.load(OrderDecider, orderStream(input.orderId))
+        if (existing.state.exists) return orderObject(existing.state)
+        const drawn = yield* sql<{ readonly value: string }>`UPDATE ${sql(COUNTERS)} SET value = value + 1
+          WHERE name = ${DISPLAY_ID} RETURNING value::text AS value`
+        const displayId = drawn[0]?.value
+        if (displayId === undefined) return yield* Effect.dieMessage("the display-id counter row is missing")
+        const result = yield* runner.execute(
+          OrderDecider,
+          orderStream(input.orderId),
+          { _tag: "Place", data: placeData(input, displayId) },
+          { metadata, newStream: true }
+        )
+        return orderObject(result.state)
+      })
+    )
+
+  const find = (orderId: string) =>
+    Ids.isValid("ord", orderId) ? selectOrder(sql, orderId) : Effect.succeed(Option.none())
+
+  const recordCapture = (orderId: string, amountCaptured: number, metadata: EventMetadata) =>
+    Effect.asVoid(
+      runner.execute(
+        OrderDecider,
+        orderStream(orderId),
+        { _tag: "CapturePayment", amountCaptured },
+        { metadata }
+      )
+    ).pipe(Effect.catchTag("OrderNotFound", () => Effect.void))
+
+  return OrdersPort.of({
+    place: (input, metadata) => dieOnRefusal(place(input, metadata)),
+    find,
+    recordCapture: (orderId, amount, metadata) => dieOnRefusal(recordCapture(orderId, amount, metadata))
+  })
+})
+
+export const OrdersPortLive = Layer.effect(OrdersPort, makeOrdersPort)

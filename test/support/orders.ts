@@ -1,0 +1,97 @@
+/**
+ * Orders placed the way checkout completion places them, until the checkout flow exists: through
+ * the orders port, in the app's own runtime (the test's layer), optionally holding the stock first
+ * (a reservation for a checkout id, converted to the order in the placing transaction), as the
+ * checkout does.
+ */
+import { Effect } from "effect"
+import { CatalogPort } from "../../src/catalog/index.js"
+import type { EventMetadata } from "../../src/eventstore/EventStore.js"
+import { CommandRunner } from "../../src/kernel/CommandRunner.js"
+import * as Ids from "../../src/kernel/Ids.js"
+import { OrdersPort, type PlaceOrderInput } from "../../src/orders/index.js"
+import { uniqueEmail } from "./identity.js"
+
+export const TEST_METADATA: EventMetadata = { actor: { type: "system", id: "test" } }
+
+export interface TestLine {
+  readonly productId: string
+  readonly quantity: number
+  readonly unitAmount?: number
+  readonly name?: string
+}
+
+export interface TestOrder extends Partial<Omit<PlaceOrderInput, "lineItems">> {
+  readonly lines?: ReadonlyArray<TestLine>
+  /** Reserve the lines' stock for a checkout first and convert it to the order (as checkout does). */
+  readonly holdStock?: boolean
+}
+
+/** The input a placement of `order` takes (a fresh `ord_` id, a fake product unless lines are given). */
+export const placeInput = (order: TestOrder = {}) =>
+  Effect.gen(function* () {
+    const orderId = order.orderId ?? (yield* Ids.make("ord"))
+    const lines = order.lines ?? [{ productId: yield* Ids.make("prod"), quantity: 2, unitAmount: 1500 }]
+    const lineItems = lines.map((l, i) => {
+      const unitAmount = l.unitAmount ?? 1000
+      return {
+        productId: l.productId,
+        name: l.name ?? `Product ${i + 1}`,
+        sku: null,
+        quantity: l.quantity,
+        unitAmount,
+        amountTotal: unitAmount * l.quantity
+      }
+    })
+    const subtotal = lineItems.reduce((n, l) => n + l.amountTotal, 0)
+    const payment = order.payment ?? "captured"
+    const input: PlaceOrderInput = {
+      orderId,
+      checkoutId: order.checkoutId ?? null,
+      customerId: order.customerId ?? null,
+      email: order.email ?? uniqueEmail("buyer"),
+      currency: order.currency ?? "USD",
+      lineItems,
+      subtotal,
+      total: order.total ?? subtotal,
+      shippingAddress: order.shippingAddress ?? {
+        label: null,
+        line1: "1 Main St",
+        city: "Lyon",
+        state: null,
+        postalCode: "69001",
+        country: "FR"
+      },
+      paymentIntentId: order.paymentIntentId ?? null,
+      paymentId: order.paymentId ?? null,
+      payment,
+      amountCaptured: order.amountCaptured ?? (payment === "captured" ? (order.total ?? subtotal) : 0),
+      metadata: order.metadata ?? {}
+    }
+    return input
+  })
+
+/** Places an order through the port (in a transaction of its own, as checkout completion would). */
+export const placeOrder = (order: TestOrder = {}) =>
+  Effect.gen(function* () {
+    const port = yield* OrdersPort
+    const runner = yield* CommandRunner
+    const catalog = yield* CatalogPort
+    const input = yield* placeInput(order)
+    return yield* runner.transact(
+      Effect.gen(function* () {
+        if (order.holdStock === true) {
+          const checkoutId = input.checkoutId ?? (yield* Ids.make("chk"))
+          yield* catalog.reserve(
+            checkoutId,
+            input.lineItems.map((l) => ({ productId: l.productId, quantity: l.quantity })),
+            TEST_METADATA
+          )
+          const placed = yield* port.place(input, TEST_METADATA)
+          yield* catalog.convertToOrder(checkoutId, input.orderId, TEST_METADATA)
+          return placed
+        }
+        return yield* port.place(input, TEST_METADATA)
+      })
+    )
+  }).pipe(Effect.orDie)
