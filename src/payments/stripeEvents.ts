@@ -37,7 +37,7 @@ import {
 import { PROCESSOR_CALL_KIND } from "./Payments.js"
 import { type AuthorizationResult, PaymentProcessor } from "./processor.js"
 import { intentIdByCallKeyPrefix, intentIdOfPayment } from "./queries.js"
-import { authorizationOf, CALL_KEY_METADATA, refundOutcomeOf, StripeWebhook } from "./stripeProcessor.js"
+import { authorizationOf, CALL_KEY_METADATA, refundOutcomeOf, StripeWebhook } from "./stripeObjects.js"
 
 export const ProcessorEventResult = Schema.Literal("recorded", "already_recorded", "ignored")
 export type ProcessorEventResult = typeof ProcessorEventResult.Type
