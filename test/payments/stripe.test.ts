@@ -25,14 +25,14 @@ import { type StripeFake, StripePeer, StripePeerLive, stripeSettings } from "../
 
 const processors = [processorCallRecovery()]
 
-/** The app with `PAYMENT_PROCESSOR=stripe` on the fake, and the recovery worker (1 s safety net). */
+/** The app with `PAYMENT_PROCESSOR=stripe` on the fake, and the recovery worker (3 s safety net). */
 const StripeHttp = Layer.mergeAll(HttpAppLive, processorsLayer(processors)).pipe(
   Layer.provideMerge(NodeHttpServer.layerTest),
   Layer.provideMerge(
     servicesLayer({ processors, projections }).pipe(
       Layer.provideMerge(
         Layer.unwrapEffect(
-          Effect.map(StripePeer, (fake) => testConfig({ payments: stripeSettings(fake, 1) }))
+          Effect.map(StripePeer, (fake) => testConfig({ payments: stripeSettings(fake, 3) }))
         )
       )
     )
@@ -439,6 +439,43 @@ layer(StripeHttp, { excludeTestServices: true, timeout: 120_000 })("the Stripe a
       expect(declined.body.error.declineCode).toBe("generic_decline")
       expect(yield* publicEventsOf(declined.body.error.payment.id)).toEqual(["payment.failed"])
     })
+  )
+
+  it.effect(
+    "the event racing the API answer, and 20 concurrent confirms: one Stripe charge, one outcome",
+    () =>
+      Effect.gen(function* () {
+        const fake = yield* stripe
+        const token = yield* staffToken
+        for (let i = 0; i < 5; i++) {
+          const replies = fake.webhookReplies.length
+          fake.eventWithAnswerNext()
+          const payment: Json = yield* createPayment(token, { amount: 1100 + i })
+          expect(payment.status).toBe("succeeded")
+          yield* eventually(
+            Effect.sync(() => (fake.webhookReplies.length > replies ? true : undefined)),
+            5_000
+          )
+          expect(fake.webhookReplies[replies]).toMatchObject({ status: 200 })
+          expect(["recorded", "already_recorded"]).toContain(fake.webhookReplies[replies]?.body.result)
+          expect(yield* publicEventsOf(payment.id)).toEqual(["payment.authorized", "payment.captured"])
+        }
+
+        const intent = yield* createIntent(token, { amount: 6060, paymentMethod: "pm_card_visa" })
+        const answers = yield* Effect.forEach(
+          Array.from({ length: 20 }, () => intent.id),
+          (id) => call("POST", `/v1/payment-intents/${id}/confirm`, { token, json: {} }),
+          { concurrency: "unbounded" }
+        )
+        const succeeded = answers.filter((r) => r.status === 200)
+        expect(succeeded.length).toBeGreaterThanOrEqual(1)
+        for (const r of succeeded) expect(r.body).toMatchObject({ id: intent.id, status: "succeeded" })
+        // The others arrived once it had succeeded: 409, the intent embedded.
+        for (const r of answers.filter((a) => a.status !== 200))
+          expectError(r, 409, "payment_intent_unexpected_state")
+        expect(stripeIntentsOf(fake, intent.id).map((pi) => pi.status)).toEqual(["succeeded"])
+        expect(fake.calls.filter((c) => c.idempotencyKey === `${intent.id}:confirm:1`)).toHaveLength(1)
+      })
   )
 
   it.effect(
