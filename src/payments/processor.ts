@@ -9,13 +9,7 @@
 import { Context, Data, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.js"
 import type { NextAction, PaymentMethod, RefundReason } from "./events.js"
-import {
-  makeStripe,
-  makeStripeProcessor,
-  makeStripeWebhook,
-  StripeWebhook,
-  stripeProcessorName
-} from "./stripeProcessor.js"
+import { StripeWebhook } from "./stripeObjects.js"
 import { makeTestProcessor } from "./testProcessor.js"
 
 export interface AuthorizeRequest {
@@ -140,6 +134,9 @@ export const PaymentProcessorLive = Layer.effectContext(
           onNone: () => Effect.dieMessage("PAYMENT_PROCESSOR=stripe without its settings (config.ts)"),
           onSome: (settings) =>
             Effect.gen(function* () {
+              // Loaded only here: the SDK costs a quarter of a second of start-up to services without it.
+              const { makeStripe, makeStripeProcessor, makeStripeWebhook, stripeProcessorName } =
+                yield* Effect.promise(() => import("./stripeProcessor.js"))
               const stripe = makeStripe(settings)
               if (Option.isNone(settings.webhookSecret))
                 yield* Effect.logWarning(

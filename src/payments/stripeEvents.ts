@@ -26,7 +26,6 @@ import { Context, Effect, Layer, Option, Schema } from "effect"
 import type Stripe from "stripe"
 import { BadRequest, NotFound } from "../http/errors.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
-import { DueWork } from "../processors/DueWork.js"
 import {
   type IntentState,
   type Operation,
@@ -34,10 +33,9 @@ import {
   type ProcessorOutcome,
   paymentIntentStream
 } from "./decider.js"
-import { PROCESSOR_CALL_KIND } from "./Payments.js"
 import { type AuthorizationResult, PaymentProcessor } from "./processor.js"
 import { intentIdByCallKeyPrefix, intentIdOfPayment } from "./queries.js"
-import { authorizationOf, CALL_KEY_METADATA, refundOutcomeOf, StripeWebhook } from "./stripeProcessor.js"
+import { authorizationOf, CALL_KEY_METADATA, refundOutcomeOf, StripeWebhook } from "./stripeObjects.js"
 
 export const ProcessorEventResult = Schema.Literal("recorded", "already_recorded", "ignored")
 export type ProcessorEventResult = typeof ProcessorEventResult.Type
@@ -71,7 +69,6 @@ const idOf = (value: string | { readonly id: string } | null) =>
 
 export const makeStripeEvents = Effect.gen(function* () {
   const runner = yield* CommandRunner
-  const work = yield* DueWork
   const sql = yield* SqlClient.SqlClient
   const webhook = yield* StripeWebhook
   const processor = yield* PaymentProcessor
@@ -109,17 +106,23 @@ export const makeStripeEvents = Effect.gen(function* () {
       })
     )
 
+  /**
+   * The outcome, through the same `Record` as the API answer. The call's safety net (its due-work
+   * item) is left armed on purpose: when it comes due the worker finds the call recorded and is done
+   * without asking Stripe. Disarming it here would take the due-work row in this transaction, and
+   * the request recording the same call (stream first, then that row) and the recovery worker (that
+   * row first, then the stream) take the two in opposite orders: whichever order this took, it could
+   * deadlock with one of them.
+   */
   const record = (paymentIntentId: string, key: string, outcome: ProcessorOutcome) =>
-    Effect.gen(function* () {
-      yield* runner.execute(
+    Effect.asVoid(
+      runner.execute(
         PaymentIntentDecider,
         paymentIntentStream(paymentIntentId),
         { _tag: "Record", idempotencyKey: key, outcome },
         { metadata: WEBHOOK }
       )
-      // The safety net of the call has nothing left to do.
-      yield* work.cancel(PROCESSOR_CALL_KIND, key)
-    })
+    )
 
   /** The customer's 3-D Secure answer, given at Stripe: the authentication and its outcome at once. */
   const completeAuthentication = (paymentIntentId: string, outcome: AuthorizationResult) =>

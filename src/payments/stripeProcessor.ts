@@ -22,19 +22,23 @@
  *   no answer, 5xx, 429, 409, `lock_timeout` (after the SDK's own retries), or an answer whose
  *   outcome is not final yet (`processing`) → ProcessorUnavailable: the core asks again, same key.
  */
-import { Context, Effect, Option, Redacted } from "effect"
+import { Effect, Option, Redacted } from "effect"
 import Stripe from "stripe"
 import type { StripeSettings } from "../config.js"
-import type { NextAction, PaymentMethod } from "./events.js"
+import type { PaymentMethod } from "./events.js"
 import {
   type AuthorizationResult,
   type PaymentProcessorShape,
   ProcessorUnavailable,
   type SettlementResult
 } from "./processor.js"
-
-/** The metadata key of the idempotency key a Stripe object was created under. */
-export const CALL_KEY_METADATA = "commerce_call_key"
+import {
+  authorizationOf,
+  CALL_KEY_METADATA,
+  nonEmpty,
+  refundOutcomeOf,
+  type StripeWebhookShape
+} from "./stripeObjects.js"
 
 /** Stripe's SDK retries (same key) before the core's own: network errors, 409, 5xx. */
 const SDK_RETRIES = 2
@@ -70,9 +74,6 @@ type Failure =
   /** No definite answer: the outcome is unknown, ask again with the same key. */
   | { readonly _tag: "Unavailable"; readonly message: string }
 
-const nonEmpty = (value: string | null | undefined): string | null =>
-  value === undefined || value === null || value === "" ? null : value
-
 export const classify = (error: unknown): Failure => {
   if (!(error instanceof Stripe.errors.StripeError))
     return { _tag: "Unavailable", message: error instanceof Error ? error.message : String(error) }
@@ -95,47 +96,6 @@ export const classify = (error: unknown): Failure => {
   // Connection errors, 5xx, 429, lock_timeout, 409 — and answers that are our own fault (401 bad
   // key, 403, idempotency_error): none tells what happened to the money, so none is an outcome.
   return { _tag: "Unavailable", message: `${error.type}${status === 0 ? "" : ` ${status}`}: ${message}` }
-}
-
-const nextActionOf = (pi: Stripe.PaymentIntent): NextAction => {
-  const url = pi.next_action?.redirect_to_url?.url
-  if (pi.next_action?.type === "redirect_to_url" && typeof url === "string")
-    return { type: "redirect_to_url", url }
-  return pi.client_secret === null
-    ? { type: "use_stripe_sdk" }
-    : { type: "use_stripe_sdk", clientSecret: pi.client_secret }
-}
-
-/** A Stripe PaymentIntent as the outcome of its confirmation; None while it is not final. */
-export const authorizationOf = (pi: Stripe.PaymentIntent): Option.Option<AuthorizationResult> => {
-  switch (pi.status) {
-    case "succeeded":
-      return Option.some({ _tag: "Authorized", processorReference: pi.id, captured: true })
-    case "requires_capture":
-      return Option.some({ _tag: "Authorized", processorReference: pi.id, captured: false })
-    case "requires_action":
-      return Option.some({ _tag: "ActionRequired", processorReference: pi.id, nextAction: nextActionOf(pi) })
-    case "requires_payment_method": {
-      const error = pi.last_payment_error
-      return error === null
-        ? Option.none()
-        : Option.some({
-            _tag: "Declined",
-            code: nonEmpty(error.code) ?? "card_declined",
-            declineCode: nonEmpty(error.decline_code),
-            message: nonEmpty(error.message) ?? "Your card was declined."
-          })
-    }
-    case "canceled":
-      return Option.some({
-        _tag: "Declined",
-        code: "payment_intent_canceled",
-        declineCode: null,
-        message: "The payment was canceled at Stripe."
-      })
-    default:
-      return Option.none()
-  }
 }
 
 const unavailable = (message: string) => new ProcessorUnavailable({ message: `stripe: ${message}` })
@@ -285,31 +245,7 @@ export const makeStripeProcessor = (stripe: Stripe, name: string): PaymentProces
   ledger: Option.none()
 })
 
-/**
- * A Stripe refund as our outcome. `pending` counts as done (Stripe has accepted it; card refunds
- * settle so): a later `failed` is logged by the webhook, not applied (README, "Running against Stripe").
- */
-export const refundOutcomeOf = (refund: Stripe.Refund): SettlementResult =>
-  refund.status === "failed" || refund.status === "canceled"
-    ? {
-        _tag: "Failed",
-        code: "refund_failed",
-        message: `Stripe could not refund it (${refund.failure_reason ?? refund.status}).`
-      }
-    : { _tag: "Succeeded", processorReference: refund.id }
-
 // --- Signed events ------------------------------------------------------------------------------------
-
-export interface StripeWebhookShape {
-  /** The event, if `signature` (the `Stripe-Signature` header) signs exactly `payload` with our secret. */
-  readonly verify: (payload: string, signature: string) => Effect.Effect<Stripe.Event, string>
-}
-
-/** The configured webhook verifier: None unless `PAYMENT_PROCESSOR=stripe` with `STRIPE_WEBHOOK_SECRET`. */
-export class StripeWebhook extends Context.Tag("payments/StripeWebhook")<
-  StripeWebhook,
-  Option.Option<StripeWebhookShape>
->() {}
 
 export const makeStripeWebhook = (stripe: Stripe, secret: Redacted.Redacted<string>): StripeWebhookShape => ({
   verify: (payload, signature) =>

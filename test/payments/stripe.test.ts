@@ -25,14 +25,14 @@ import { type StripeFake, StripePeer, StripePeerLive, stripeSettings } from "../
 
 const processors = [processorCallRecovery()]
 
-/** The app with `PAYMENT_PROCESSOR=stripe` on the fake, and the recovery worker (1 s safety net). */
+/** The app with `PAYMENT_PROCESSOR=stripe` on the fake, and the recovery worker (3 s safety net). */
 const StripeHttp = Layer.mergeAll(HttpAppLive, processorsLayer(processors)).pipe(
   Layer.provideMerge(NodeHttpServer.layerTest),
   Layer.provideMerge(
     servicesLayer({ processors, projections }).pipe(
       Layer.provideMerge(
         Layer.unwrapEffect(
-          Effect.map(StripePeer, (fake) => testConfig({ payments: stripeSettings(fake, 1) }))
+          Effect.map(StripePeer, (fake) => testConfig({ payments: stripeSettings(fake, 3) }))
         )
       )
     )
@@ -268,6 +268,66 @@ layer(StripeHttp, { excludeTestServices: true, timeout: 120_000 })("the Stripe a
   )
 
   it.effect(
+    "an intent created under an Idempotency-Key: Stripe's key is the request's, its events still find it",
+    () =>
+      Effect.gen(function* () {
+        const fake = yield* stripe
+        const token = yield* staffToken
+        const requestKey = `order-${Date.now()}-${Math.random()}`
+        const create = () =>
+          call("POST", "/v1/payment-intents", {
+            token,
+            headers: { "idempotency-key": requestKey },
+            json: {
+              amount: 1234,
+              currency: "usd",
+              paymentMethod: "pm_card_threeDSecure2Required",
+              confirm: true
+            }
+          })
+        const intent = yield* Effect.map(create(), ok(201))
+        expect(intent.status).toBe("requires_action")
+        const payment = yield* getPayment(token, intent.latestPaymentId)
+        const pi = fake.intents.get(payment.processorReference)
+        expect(pi?.metadata.commerce_call_key).toMatch(/^ik_[0-9a-f]{32}:confirm:1$/)
+        // The retry of the request is answered from the idempotency store: no second Stripe call.
+        const calls = fake.calls.length
+        expect(yield* Effect.map(create(), ok(201))).toMatchObject({ id: intent.id })
+        expect(fake.calls.length).toBe(calls)
+        const reply = yield* Effect.promise(() => fake.authenticate(pi?.id ?? "", "approve"))
+        expect(reply.body.result).toBe("recorded")
+        expect(yield* getIntent(token, intent.id)).toMatchObject({
+          status: "succeeded",
+          amountReceived: 1234
+        })
+
+        // Stripe charged but never answered: the request commits the call pending, with no Stripe
+        // reference of ours yet; its event finds the intent by the `ik_…` prefix of its key.
+        fake.failNext({ status: 500, afterWork: true, times: 3 })
+        const pending = yield* Effect.map(
+          call("POST", "/v1/payments", {
+            token,
+            headers: { "idempotency-key": `${requestKey}-2` },
+            json: { amount: 4444, currency: "usd", paymentMethod: "pm_card_visa" }
+          }),
+          ok(201)
+        )
+        expect(pending).toMatchObject({ status: "pending", processorReference: null })
+        const charged = [...fake.intents.values()].find((p) => p.amount === 4444)
+        if (charged === undefined) throw new Error("Stripe did not charge")
+        expect(charged.metadata.commerce_call_key).toMatch(/^ik_[0-9a-f]{32}:confirm:1$/)
+        const event = yield* Effect.promise(() =>
+          fake.sendEvent("payment_intent.succeeded", fake.intentObject(charged))
+        )
+        expect(event.body.result).toBe("recorded")
+        expect(yield* getPayment(token, pending.id)).toMatchObject({
+          status: "succeeded",
+          processorReference: charged.id
+        })
+      })
+  )
+
+  it.effect(
     "3-D Secure failed at Stripe: payment_intent.payment_failed → requires_payment_method, payment.failed",
     () =>
       Effect.gen(function* () {
@@ -379,6 +439,43 @@ layer(StripeHttp, { excludeTestServices: true, timeout: 120_000 })("the Stripe a
       expect(declined.body.error.declineCode).toBe("generic_decline")
       expect(yield* publicEventsOf(declined.body.error.payment.id)).toEqual(["payment.failed"])
     })
+  )
+
+  it.effect(
+    "the event racing the API answer, and 20 concurrent confirms: one Stripe charge, one outcome",
+    () =>
+      Effect.gen(function* () {
+        const fake = yield* stripe
+        const token = yield* staffToken
+        for (let i = 0; i < 5; i++) {
+          const replies = fake.webhookReplies.length
+          fake.eventWithAnswerNext()
+          const payment: Json = yield* createPayment(token, { amount: 1100 + i })
+          expect(payment.status).toBe("succeeded")
+          yield* eventually(
+            Effect.sync(() => (fake.webhookReplies.length > replies ? true : undefined)),
+            5_000
+          )
+          expect(fake.webhookReplies[replies]).toMatchObject({ status: 200 })
+          expect(["recorded", "already_recorded"]).toContain(fake.webhookReplies[replies]?.body.result)
+          expect(yield* publicEventsOf(payment.id)).toEqual(["payment.authorized", "payment.captured"])
+        }
+
+        const intent = yield* createIntent(token, { amount: 6060, paymentMethod: "pm_card_visa" })
+        const answers = yield* Effect.forEach(
+          Array.from({ length: 20 }, () => intent.id),
+          (id) => call("POST", `/v1/payment-intents/${id}/confirm`, { token, json: {} }),
+          { concurrency: "unbounded" }
+        )
+        const succeeded = answers.filter((r) => r.status === 200)
+        expect(succeeded.length).toBeGreaterThanOrEqual(1)
+        for (const r of succeeded) expect(r.body).toMatchObject({ id: intent.id, status: "succeeded" })
+        // The others arrived once it had succeeded: 409, the intent embedded.
+        for (const r of answers.filter((a) => a.status !== 200))
+          expectError(r, 409, "payment_intent_unexpected_state")
+        expect(stripeIntentsOf(fake, intent.id).map((pi) => pi.status)).toEqual(["succeeded"])
+        expect(fake.calls.filter((c) => c.idempotencyKey === `${intent.id}:confirm:1`)).toHaveLength(1)
+      })
   )
 
   it.effect(

@@ -115,6 +115,8 @@ export interface StripeFake {
   readonly delayNext: (ms: number) => void
   /** The next confirmation's event is sent (and its answer awaited) before the API answer. */
   readonly eventBeforeAnswerNext: () => void
+  /** The next confirmation's event is sent at the same time as the API answer (they race). */
+  readonly eventWithAnswerNext: () => void
   /** A 3-D Secure intent: the customer passes (or fails) authentication; the event is sent. */
   readonly authenticate: (id: string, outcome: "approve" | "fail") => Promise<WebhookReply>
   /** Sends an event for `object` (signed with `secret`, the webhook secret by default). */
@@ -156,6 +158,7 @@ export const startStripeFake = async (): Promise<StripeFake> => {
   const failures: Array<{ status: number; afterWork: boolean; on: string }> = []
   let delay = 0
   let eventFirst = false
+  let eventRacing = false
   let last: { payload: string; signature: string } | undefined
   let lastCreated: FakeIntent | undefined
 
@@ -453,10 +456,13 @@ export const startStripeFake = async (): Promise<StripeFake> => {
         remembered.set(`${method} ${path} ${key}`, { body: raw, answer })
     }
     const isConfirmation = fresh && method === "POST" && path === "/v1/payment_intents"
-    if (isConfirmation && eventFirst) {
-      eventFirst = false
+    if (isConfirmation && (eventFirst || eventRacing)) {
       const pi = lastCreated
-      if (pi !== undefined) await sendEvent(eventOf(pi), intentObject(pi))
+      const sent = pi === undefined ? Promise.resolve() : sendEvent(eventOf(pi), intentObject(pi))
+      if (eventFirst) await sent
+      else sent.catch(() => undefined)
+      eventFirst = false
+      eventRacing = false
     }
     if (isConfirmation && delay > 0) {
       const ms = delay
@@ -494,6 +500,9 @@ export const startStripeFake = async (): Promise<StripeFake> => {
     },
     delayNext: (ms) => {
       delay = ms
+    },
+    eventWithAnswerNext: () => {
+      eventRacing = true
     },
     eventBeforeAnswerNext: () => {
       eventFirst = true
