@@ -89,6 +89,12 @@ export interface PaymentSettings {
    * between the call and the record) is made again, with the same idempotency key, by the worker.
    */
   readonly recoveryAfterSeconds: number
+  /**
+   * `PAYMENTS_CRASH_AFTER_CALL=1`, for the crash test only: the process SIGKILLs itself right after
+   * the processor answered a request's call, before the outcome is recorded. Honoured only with the
+   * test processor and outside production.
+   */
+  readonly crashAfterCall: boolean
 }
 
 export const PAYMENT_PROCESSORS = ["test"] as const
@@ -257,7 +263,8 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
     recoveryAfterSeconds: Config.integer("PAYMENT_RECOVERY_AFTER_SECONDS").pipe(
       Config.withDefault(30),
       Config.validate({ message: "must be between 0 and 3600", validation: (n) => n >= 0 && n <= 3600 })
-    )
+    ),
+    crashAfterCall: Config.boolean("PAYMENTS_CRASH_AFTER_CALL").pipe(Config.withDefault(false))
   })
 }).pipe(
   // Money must never move through a processor nobody chose: production names it explicitly.
@@ -356,7 +363,7 @@ export const makeAppConfig = (overrides: Partial<AppConfigShape> = {}): AppConfi
   },
   // Tests and scripts deliver to receivers on 127.0.0.1.
   webhooks: { allowPrivate: true, alertEmail: Option.none(), concurrency: 64, endpointConcurrency: 16 },
-  payments: { processor: "test", recoveryAfterSeconds: 30 },
+  payments: { processor: "test", recoveryAfterSeconds: 30, crashAfterCall: false },
   ...overrides
 })
 

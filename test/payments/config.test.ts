@@ -17,7 +17,8 @@ describe("PAYMENT_PROCESSOR", () => {
       const exit = read({ NODE_ENV })
       expect(Exit.isSuccess(exit) && exit.value.payments).toEqual({
         processor: "test",
-        recoveryAfterSeconds: 30
+        recoveryAfterSeconds: 30,
+        crashAfterCall: false
       })
     }
   })
@@ -35,7 +36,8 @@ describe("PAYMENT_PROCESSOR", () => {
     })
     expect(Exit.isSuccess(named) && named.value.payments).toEqual({
       processor: "test",
-      recoveryAfterSeconds: 5
+      recoveryAfterSeconds: 5,
+      crashAfterCall: false
     })
   })
 
