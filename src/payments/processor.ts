@@ -6,10 +6,11 @@
  * interface knows which processor it is; an adapter (Stripe) passes the key on as its own
  * `Idempotency-Key`.
  */
-import { Context, Data, Effect, Layer, type Option } from "effect"
+import type { SqlClient } from "@effect/sql"
+import { Context, Data, Effect, Layer, type Option, type Scope } from "effect"
 import { AppConfig } from "../config.js"
 import type { NextAction, PaymentMethod, RefundReason } from "./events.js"
-import { makeTestProcessor } from "./testProcessor.js"
+import { testProcessor } from "./testProcessor.js"
 
 export interface AuthorizeRequest {
   readonly idempotencyKey: string
@@ -84,7 +85,8 @@ export interface ProcessorCall {
 
 /** The test processor's record of its calls, by idempotency key, in the order first asked. */
 export interface ProcessorLedger {
-  readonly calls: () => ReadonlyArray<ProcessorCall>
+  /** The calls whose key starts with `prefix` (all by default). */
+  readonly calls: (prefix?: string) => Effect.Effect<ReadonlyArray<ProcessorCall>>
 }
 
 export interface PaymentProcessorShape {
@@ -116,12 +118,15 @@ export class PaymentProcessor extends Context.Tag("payments/PaymentProcessor")<
 >() {}
 
 /** The processor `PAYMENT_PROCESSOR` names (config.ts refuses to start without one in production). */
-export const PaymentProcessorLive = Layer.effect(
+export const PaymentProcessorLive = Layer.scoped(
   PaymentProcessor,
-  Effect.map(AppConfig, (config): PaymentProcessorShape => {
-    switch (config.payments.processor) {
-      case "test":
-        return makeTestProcessor()
+  Effect.flatMap(
+    AppConfig,
+    (config): Effect.Effect<PaymentProcessorShape, never, SqlClient.SqlClient | Scope.Scope | AppConfig> => {
+      switch (config.payments.processor) {
+        case "test":
+          return testProcessor
+      }
     }
-  })
+  )
 )
