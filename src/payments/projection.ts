@@ -51,7 +51,10 @@ export const PaymentsProjection = defineProjection({
                   payment_method = ${json(d.paymentMethod)}::jsonb, last_payment_error = NULL, next_action = NULL,
                   latest_payment_id = ${d.paymentId}
                 WHERE ${ahead(d.paymentIntentId, v)}
-                RETURNING payment_intent_id, customer_id, amount, currency, capture_method, processor, description, metadata)
+                RETURNING payment_intent_id, customer_id, amount, currency, capture_method, processor, description, metadata),
+              abandoned AS (
+                UPDATE ${payments} SET status = 'canceled', canceled_at = ${at}, updated_at = ${at}
+                WHERE payment_id = ${d.abandonedPaymentId ?? null} AND EXISTS (SELECT 1 FROM i))
               INSERT INTO ${payments} (payment_id, payment_intent_id, customer_id, amount, currency, status,
                 capture_method, payment_method, processor, description, metadata, created_at, updated_at)
               SELECT ${d.paymentId}, payment_intent_id, customer_id, amount, currency, 'pending', capture_method,

@@ -251,6 +251,45 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("payments o
       })
   )
 
+  it.effect(
+    "requires_action: confirm alone → 409; confirm with a new paymentMethod abandons the waiting payment",
+    () =>
+      Effect.gen(function* () {
+        const token = yield* staffToken
+        const intent = yield* createIntent(token, { paymentMethod: "pm_card_threeDSecure2Required" })
+        const action = yield* Effect.map(
+          call("POST", `/v1/payment-intents/${intent.id}/confirm`, { token, json: {} }),
+          ok(200)
+        )
+        expect(action.status).toBe("requires_action")
+        // As Stripe: no confirm without a new payment method while the customer's action is required.
+        const refused = yield* call("POST", `/v1/payment-intents/${intent.id}/confirm`, { token, json: {} })
+        expectError(refused, 409, "payment_intent_unexpected_state")
+        expect(refused.body.error.paymentIntent).toMatchObject({ id: intent.id, status: "requires_action" })
+        // A new payment method: a new attempt; the payment waiting for authentication is canceled.
+        const replaced = yield* Effect.map(
+          call("POST", `/v1/payment-intents/${intent.id}/confirm`, {
+            token,
+            json: { paymentMethod: "pm_card_visa" }
+          }),
+          ok(200)
+        )
+        expect(replaced).toMatchObject({ status: "succeeded", nextAction: null, amountReceived: 2000 })
+        const payments = yield* Effect.map(
+          call("GET", `/v1/payments?paymentIntentId=${intent.id}`, { token }),
+          ok(200)
+        )
+        expect(payments.data.map((p: Json) => [p.id, p.status])).toEqual([
+          [replaced.latestPaymentId, "succeeded"],
+          [action.latestPaymentId, "canceled"]
+        ])
+        expect((yield* processorCalls(intent.id)).map((c) => [c.operation, c.idempotencyKey])).toEqual([
+          ["authorize", `${intent.id}:confirm:1`],
+          ["authorize", `${intent.id}:confirm:2`]
+        ])
+      })
+  )
+
   it.effect("3-D Secure: requires_action with nextAction, completed by the test authenticate route", () =>
     Effect.gen(function* () {
       const token = yield* staffToken
