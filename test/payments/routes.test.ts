@@ -768,6 +768,22 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("payments o
       const id = automaticNotificationId("payment.failed", event as PublicEvent, "email")
       const notification = yield* Effect.map(call("GET", `/notification/${id}`, { token }), ok(200))
       expect(notification).toMatchObject({ channel: "email", to: customer.email })
+      // Without a customer there is nobody to tell: the event is published, no notification is made.
+      const anonymous = yield* call("POST", "/v1/payments", {
+        token,
+        json: { amount: 2500, currency: "USD", paymentMethod: "pm_card_visa_chargeDeclined" }
+      })
+      expectError(anonymous, 402, "card_declined")
+      const anonymousId: string = anonymous.body.error.payment.id
+      const [unaddressed] = (yield* readPublicEvents({
+        after: origin,
+        limit: 10_000,
+        types: ["payment.failed"]
+      })).events.filter((e) => (e.data as Json)?.id === anonymousId)
+      expect(unaddressed).toBeDefined()
+      yield* sql.withTransaction(notifyForEvents([unaddressed as PublicEvent]))
+      const none = automaticNotificationId("payment.failed", unaddressed as PublicEvent, "email")
+      expect((yield* call("GET", `/notification/${none}`, { token })).status).toBe(404)
     })
   )
 
@@ -819,6 +835,34 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("payments o
         form: {}
       })
       expect(malformed.status).toBe(400)
+    })
+  )
+
+  it.effect("bad amounts to capture and refund: 400 with param, never a processor call", () =>
+    Effect.gen(function* () {
+      const token = yield* staffToken
+      const held = yield* createPayment(token, { amount: 1000, captureMethod: "manual" })
+      const paid = yield* createPayment(token, { amount: 1000 })
+      const before = (yield* processorCalls()).length
+      for (const amount of [0, -1, 10.5, "5", 100_000_000]) {
+        for (const path of [
+          `/v1/payments/${held.id}/capture`,
+          `/v1/payment-intents/${held.paymentIntentId}/capture`
+        ])
+          expectError(
+            yield* call("POST", path, { token, json: { amountToCapture: amount } }),
+            400,
+            "parameter_invalid",
+            "amountToCapture"
+          )
+        expectError(
+          yield* call("POST", `/v1/payments/${paid.id}/refund`, { token, json: { amount } }),
+          400,
+          "parameter_invalid",
+          "amount"
+        )
+      }
+      expect((yield* processorCalls()).length).toBe(before)
     })
   )
 
