@@ -91,6 +91,12 @@ export interface PaymentSettings {
   readonly recoveryAfterSeconds: number
   /** With `PAYMENT_PROCESSOR=stripe` (start-up refuses it without `STRIPE_SECRET_KEY`); None otherwise. */
   readonly stripe: Option.Option<StripeSettings>
+  /**
+   * `PAYMENTS_CRASH_AFTER_CALL=1`, for the crash test only: the process SIGKILLs itself right after
+   * the processor answered a request's call, before the outcome is recorded. Honoured only with the
+   * test processor and outside production.
+   */
+  readonly crashAfterCall: boolean
 }
 
 /** The Stripe adapter (`src/payments/stripeProcessor.ts`). */
@@ -282,7 +288,8 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
           validation: (url) => url.trim() === "" || /^https?:\/\/[^/\s]+\/?$/.test(url.trim())
         })
       )
-    )
+    ),
+    crashAfterCall: Config.boolean("PAYMENTS_CRASH_AFTER_CALL").pipe(Config.withDefault(false))
   })
 }).pipe(
   // Money must never move through a processor nobody chose: production names it explicitly.
@@ -411,7 +418,7 @@ export const makeAppConfig = (overrides: Partial<AppConfigShape> = {}): AppConfi
   },
   // Tests and scripts deliver to receivers on 127.0.0.1.
   webhooks: { allowPrivate: true, alertEmail: Option.none(), concurrency: 64, endpointConcurrency: 16 },
-  payments: { processor: "test", recoveryAfterSeconds: 30, stripe: Option.none() },
+  payments: { processor: "test", recoveryAfterSeconds: 30, stripe: Option.none(), crashAfterCall: false },
   ...overrides
 })
 

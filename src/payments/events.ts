@@ -86,7 +86,12 @@ export const PaymentAttemptStarted = defineEvent("payment_intent.attempt_started
     attempt: Schema.Int,
     paymentMethod: PaymentMethod,
     /** Capture with the authorization (`captureMethod: automatic`). */
-    capture: Schema.Boolean
+    capture: Schema.Boolean,
+    /**
+     * The payment left waiting for the customer's authentication (`requires_action`) when a new
+     * payment method was confirmed instead, as Stripe allows: it is canceled with this event.
+     */
+    abandonedPaymentId: Schema.optional(Schema.String)
   })
 })
 

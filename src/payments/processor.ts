@@ -10,7 +10,7 @@ import { Context, Data, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.js"
 import type { NextAction, PaymentMethod, RefundReason } from "./events.js"
 import { StripeWebhook } from "./stripeObjects.js"
-import { makeTestProcessor } from "./testProcessor.js"
+import { testProcessor } from "./testProcessor.js"
 
 export interface AuthorizeRequest {
   readonly idempotencyKey: string
@@ -85,7 +85,8 @@ export interface ProcessorCall {
 
 /** The test processor's record of its calls, by idempotency key, in the order first asked. */
 export interface ProcessorLedger {
-  readonly calls: () => ReadonlyArray<ProcessorCall>
+  /** The calls whose key starts with `prefix` (all by default). */
+  readonly calls: (prefix?: string) => Effect.Effect<ReadonlyArray<ProcessorCall>>
 }
 
 export interface PaymentProcessorShape {
@@ -122,12 +123,12 @@ export class PaymentProcessor extends Context.Tag("payments/PaymentProcessor")<
 >() {}
 
 /** The processor `PAYMENT_PROCESSOR` names (config.ts refuses to start without one in production). */
-export const PaymentProcessorLive = Layer.effectContext(
+export const PaymentProcessorLive = Layer.scopedContext(
   Effect.flatMap(AppConfig, (config) => {
     switch (config.payments.processor) {
       case "test":
-        return Effect.succeed(
-          Context.make(PaymentProcessor, makeTestProcessor()).pipe(Context.add(StripeWebhook, Option.none()))
+        return Effect.map(testProcessor, (processor) =>
+          Context.make(PaymentProcessor, processor).pipe(Context.add(StripeWebhook, Option.none()))
         )
       case "stripe":
         return Option.match(config.payments.stripe, {

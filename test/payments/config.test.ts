@@ -18,7 +18,8 @@ describe("PAYMENT_PROCESSOR", () => {
       expect(Exit.isSuccess(exit) && exit.value.payments).toEqual({
         processor: "test",
         recoveryAfterSeconds: 30,
-        stripe: Option.none()
+        stripe: Option.none(),
+        crashAfterCall: false
       })
     }
   })
@@ -37,7 +38,8 @@ describe("PAYMENT_PROCESSOR", () => {
     expect(Exit.isSuccess(named) && named.value.payments).toEqual({
       processor: "test",
       recoveryAfterSeconds: 5,
-      stripe: Option.none()
+      stripe: Option.none(),
+      crashAfterCall: false
     })
   })
 
