@@ -228,13 +228,16 @@ export const makePayments = Effect.gen(function* () {
       Effect.gen(function* () {
         const loaded = from
         from = undefined
+        // The safety net's row first, then the stream: the recovery worker completes its claim in
+        // that order too (DueWork.complete, then its writes), so the two never wait on each other
+        // crosswise (the opposite order deadlocked when the worker raced a slow request).
+        yield* work.cancel(PROCESSOR_CALL_KIND, key)
         const result = yield* execute(
           paymentIntentId,
           { _tag: "Record", idempotencyKey: key, outcome },
           metadata,
           loaded
         )
-        yield* work.cancel(PROCESSOR_CALL_KIND, key)
         return result.state
       })
     )

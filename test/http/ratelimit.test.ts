@@ -131,7 +131,12 @@ const { clock: shifted, advance } = makeShiftedClock()
 class Probe extends HttpApiGroup.make("probe", { topLevel: true })
   .add(HttpApiEndpoint.post("login", "/auth/login").addSuccess(Schema.Struct({ ok: Schema.Boolean })))
   .add(HttpApiEndpoint.get("things", "/v1/things").addSuccess(Schema.Struct({ ok: Schema.Boolean })))
-  .add(HttpApiEndpoint.get("free", "/probe/free").addSuccess(Schema.Struct({ ok: Schema.Boolean }))) {}
+  .add(HttpApiEndpoint.get("free", "/probe/free").addSuccess(Schema.Struct({ ok: Schema.Boolean })))
+  .add(
+    HttpApiEndpoint.get("processorEvents", "/v1/processor-events/probe").addSuccess(
+      Schema.Struct({ ok: Schema.Boolean })
+    )
+  ) {}
 class ProbeApi extends HttpApi.make("probe")
   .add(Probe)
   .addError(BadRequest)
@@ -141,7 +146,7 @@ class ProbeApi extends HttpApi.make("probe")
 
 const ok = () => Effect.succeed({ ok: true })
 const ProbeHandlers = HttpApiBuilder.group(ProbeApi, "probe", (h) =>
-  h.handle("login", ok).handle("things", ok).handle("free", ok)
+  h.handle("login", ok).handle("things", ok).handle("free", ok).handle("processorEvents", ok)
 )
 
 /** A fast route (answered by apiMiddleware before the router), guarded as the server guards them. */
@@ -249,6 +254,16 @@ describe("rate limits over HTTP", () => {
         expect(missing.status).toBe(404)
         expect(missing.headers["ratelimit-limit"]).toBe("2")
         expect(missing.headers["ratelimit-remaining"]).toBe("1")
+      })
+    )
+
+    it.effect("processors' event deliveries under /v1 are not limited", () =>
+      Effect.gen(function* () {
+        for (let i = 0; i < 5; i++) {
+          const r = yield* send(HttpClientRequest.get("/v1/processor-events/probe"), { ip: "198.51.100.9" })
+          expect(r.status).toBe(200)
+          expect(r.headers["ratelimit-limit"]).toBeUndefined()
+        }
       })
     )
 
