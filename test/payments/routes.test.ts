@@ -13,6 +13,7 @@ import { type PublicEvent, readPublicEvents } from "../../src/eventstore/PublicE
 import { automaticNotificationId, notifyForEvents } from "../../src/notifications/automatic.js"
 import { createCustomer } from "../support/customers.js"
 import { apiKeyWith, call, expectError, IdentityHttp, registerShopper } from "../support/identity.js"
+import { eventually } from "../support/notifications.js"
 import {
   createIntent,
   createPayment,
@@ -742,6 +743,18 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("payments o
     })
   )
 
+  /**
+   * A payment's `payment.failed` from the feed. The feed is read gap-safe (only transactions below
+   * every running one's horizon, which other tests' transactions on the server hold back): polled.
+   */
+  const failedEventOf = (paymentId: string) =>
+    eventually(
+      Effect.map(readPublicEvents({ after: origin, limit: 10_000, types: ["payment.failed"] }), (page) =>
+        page.events.find((e) => (e.data as Json)?.id === paymentId)
+      ),
+      15_000
+    )
+
   it.effect("payment.failed for a payment with a customer becomes the automatic notification", () =>
     Effect.gen(function* () {
       const token = yield* staffToken
@@ -757,12 +770,7 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("payments o
       })
       expectError(r, 402, "card_declined")
       const paymentId: string = r.body.error.payment.id
-      const [event] = (yield* readPublicEvents({
-        after: origin,
-        limit: 10_000,
-        types: ["payment.failed"]
-      })).events.filter((e) => (e.data as Json)?.id === paymentId)
-      expect(event).toBeDefined()
+      const event = yield* failedEventOf(paymentId)
       const sql = yield* SqlClient.SqlClient
       yield* sql.withTransaction(notifyForEvents([event as PublicEvent]))
       const id = automaticNotificationId("payment.failed", event as PublicEvent, "email")
@@ -775,12 +783,7 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("payments o
       })
       expectError(anonymous, 402, "card_declined")
       const anonymousId: string = anonymous.body.error.payment.id
-      const [unaddressed] = (yield* readPublicEvents({
-        after: origin,
-        limit: 10_000,
-        types: ["payment.failed"]
-      })).events.filter((e) => (e.data as Json)?.id === anonymousId)
-      expect(unaddressed).toBeDefined()
+      const unaddressed = yield* failedEventOf(anonymousId)
       yield* sql.withTransaction(notifyForEvents([unaddressed as PublicEvent]))
       const none = automaticNotificationId("payment.failed", unaddressed as PublicEvent, "email")
       expect((yield* call("GET", `/notification/${none}`, { token })).status).toBe(404)
