@@ -660,7 +660,9 @@ export const makeCheckouts = Effect.gen(function* () {
       const before = yield* payments.find(paymentIntentId)
       let intent: PaymentIntentObject
       let declined = false
-      if (Option.isSome(before) && (isPaid(before.value) || before.value.status === "processing")) {
+      // Paid already (another request, the intent's own confirm route): nothing to confirm. A call
+      // under way (processing) is confirmed too: the port awaits that call's outcome, makes no other.
+      if (Option.isSome(before) && isPaid(before.value)) {
         intent = before.value
       } else if (
         Option.isSome(before) &&
