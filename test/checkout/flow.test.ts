@@ -11,7 +11,6 @@ import { Duration, Effect, Option } from "effect"
 import { expect } from "vitest"
 import { checkoutExpiry } from "../../src/checkout/expiry.js"
 import { CheckoutsProjection } from "../../src/checkout/projection.js"
-import { makeAppConfig } from "../../src/config.js"
 import { checkoutCompletion } from "../../src/flows/checkoutCompletion.js"
 import { CommandRunner } from "../../src/kernel/CommandRunner.js"
 import * as Ids from "../../src/kernel/Ids.js"
@@ -41,11 +40,11 @@ const checkoutWhen = (token: string, id: string, done: (c: Json) => boolean, tim
 const intentOf = (token: string, id: string) =>
   Effect.map(call("GET", `/v1/payment-intents/${id}`, { token }), ok(200))
 
-// The payments safety net is due at once: a "crashed" confirmation is recovered without waiting.
-const overrides = { payments: { ...makeAppConfig().payments, recoveryAfterSeconds: 0 } }
+// The payments safety net keeps its delay (a request records its own outcome first); a "crashed"
+// confirmation arms it due at once (`crashAfterCharge`).
 const shifted = makeShiftedClock()
 
-layer(notificationsHttp({ processors: PROCESSORS, overrides, clock: shifted.clock }), {
+layer(notificationsHttp({ processors: PROCESSORS, clock: shifted.clock }), {
   excludeTestServices: true,
   timeout: 180_000
 })("checkout flows", (it) => {
