@@ -31,7 +31,7 @@ import { findCustomer } from "../customers/index.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import { isShredded } from "../eventstore/EventType.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
-import { BadRequest, Conflict, NotFound } from "../http/errors.js"
+import { BadRequest, Conflict, NotFound, ServiceUnavailable } from "../http/errors.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import { metadataProblem } from "../kernel/Metadata.js"
@@ -43,6 +43,7 @@ import {
   type PaymentIntentObject,
   PaymentStateConflict,
   PaymentsPort,
+  type ProcessorUnavailable,
   type UnexpectedState,
   type UnknownPaymentMethod
 } from "../payments/index.js"
@@ -134,6 +135,16 @@ const unknownPaymentMethod = (e: UnknownPaymentMethod) =>
     code: "parameter_invalid",
     message: `No such payment method: ${JSON.stringify(e.paymentMethod.slice(0, 40))} (a ${e.processor} processor token, e.g. pm_card_visa)`,
     param: "paymentMethod"
+  })
+
+/** The processor did not answer a payment-method lookup (the Stripe adapter): nothing was charged, retry. */
+const processorUnavailable = (e: ProcessorUnavailable) =>
+  new ServiceUnavailable({
+    error: {
+      type: "api_error",
+      code: "processor_unavailable",
+      message: `The payment processor did not answer (${e.message}); nothing was charged, retry`
+    }
   })
 
 /** A checkout's personal fields, as clients read them (null once the customer was erased). */
@@ -607,7 +618,12 @@ export const makeCheckouts = Effect.gen(function* () {
                     },
                     metadata
                   )
-                  .pipe(Effect.catchTag("UnknownPaymentMethod", (e) => Effect.fail(unknownPaymentMethod(e))))
+                  .pipe(
+                    Effect.catchTags({
+                      UnknownPaymentMethod: (e) => Effect.fail(unknownPaymentMethod(e)),
+                      ProcessorUnavailable: (e) => Effect.fail(processorUnavailable(e))
+                    })
+                  )
           const result = yield* execute(
             checkoutId,
             {
@@ -674,6 +690,7 @@ export const makeCheckouts = Effect.gen(function* () {
         const outcome = yield* payments.confirm(paymentIntentId, input, metadata).pipe(
           Effect.catchTags({
             UnknownPaymentMethod: (e) => Effect.fail(unknownPaymentMethod(e)),
+            ProcessorUnavailable: (e) => Effect.fail(processorUnavailable(e)),
             PaymentMethodMissing: () =>
               Effect.fail(
                 BadRequest.of({

@@ -27,7 +27,7 @@ import { AppConfig } from "../config.js"
 import { findCustomer } from "../customers/index.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import { type AuthenticatedActor, hasScope } from "../http/Auth.js"
-import { BadRequest, Forbidden, NotFound } from "../http/errors.js"
+import { BadRequest, Forbidden, NotFound, ServiceUnavailable } from "../http/errors.js"
 import type { V1ListParams } from "../http/Lists.js"
 import { type CommandError, CommandRunner, isConcurrencyConflict } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
@@ -281,19 +281,35 @@ export const makePayments = Effect.gen(function* () {
 
   const resolvePaymentMethod = (
     input: string | undefined
-  ): Effect.Effect<PaymentMethod | null, BadRequest> => {
+  ): Effect.Effect<PaymentMethod | null, BadRequest | ServiceUnavailable> => {
     if (input === undefined) return Effect.succeed(null)
-    return Option.match(processor.resolvePaymentMethod(input), {
-      onNone: () =>
+    return processor.resolvePaymentMethod(input).pipe(
+      // The Stripe adapter looks the token up: no answer → 503, retry (nothing was charged).
+      Effect.catchTag("ProcessorUnavailable", (e) =>
         Effect.fail(
-          BadRequest.of({
-            code: "parameter_invalid",
-            message: `No such payment method: ${JSON.stringify(input.slice(0, 40))} (a ${processor.name} processor token, e.g. pm_card_visa)`,
-            param: "paymentMethod"
+          new ServiceUnavailable({
+            error: {
+              type: "api_error",
+              code: "processor_unavailable",
+              message: `The payment processor did not answer (${e.message}); nothing was charged, retry`
+            }
           })
-        ),
-      onSome: (pm) => Effect.succeed(pm)
-    })
+        )
+      ),
+      Effect.flatMap(
+        Option.match({
+          onNone: () =>
+            Effect.fail(
+              BadRequest.of({
+                code: "parameter_invalid",
+                message: `No such payment method: ${JSON.stringify(input.slice(0, 40))} (a ${processor.name} processor token, e.g. pm_card_visa)`,
+                param: "paymentMethod"
+              })
+            ),
+          onSome: (pm) => Effect.succeed(pm)
+        })
+      )
+    )
   }
 
   const checkMetadata = (metadata: Metadata | undefined) => {

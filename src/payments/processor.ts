@@ -6,9 +6,16 @@
  * interface knows which processor it is; an adapter (Stripe) passes the key on as its own
  * `Idempotency-Key`.
  */
-import { Context, Data, Effect, Layer, type Option } from "effect"
+import { Context, Data, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.js"
 import type { NextAction, PaymentMethod, RefundReason } from "./events.js"
+import {
+  makeStripe,
+  makeStripeProcessor,
+  makeStripeWebhook,
+  StripeWebhook,
+  stripeProcessorName
+} from "./stripeProcessor.js"
 import { makeTestProcessor } from "./testProcessor.js"
 
 export interface AuthorizeRequest {
@@ -91,9 +98,14 @@ export interface PaymentProcessorShape {
   readonly name: string
   /**
    * The payment method a client's `paymentMethod` names (a token, or a test card number for the
-   * test processor), or None for one this processor does not know: refused before any call.
+   * test processor), or None for one this processor does not know: refused before any charge. The
+   * test processor knows its tokens by heart; the Stripe adapter retrieves the PaymentMethod (its
+   * brand, last four digits and expiry), and fails with `ProcessorUnavailable` when Stripe does not
+   * answer.
    */
-  readonly resolvePaymentMethod: (input: string) => Option.Option<PaymentMethod>
+  readonly resolvePaymentMethod: (
+    input: string
+  ) => Effect.Effect<Option.Option<PaymentMethod>, ProcessorUnavailable>
   readonly authorize: (request: AuthorizeRequest) => Effect.Effect<AuthorizationResult, ProcessorUnavailable>
   /**
    * Completes a `requires_action` authorization with the customer's answer. Only processors that
@@ -116,12 +128,35 @@ export class PaymentProcessor extends Context.Tag("payments/PaymentProcessor")<
 >() {}
 
 /** The processor `PAYMENT_PROCESSOR` names (config.ts refuses to start without one in production). */
-export const PaymentProcessorLive = Layer.effect(
-  PaymentProcessor,
-  Effect.map(AppConfig, (config): PaymentProcessorShape => {
+export const PaymentProcessorLive = Layer.effectContext(
+  Effect.flatMap(AppConfig, (config) => {
     switch (config.payments.processor) {
       case "test":
-        return makeTestProcessor()
+        return Effect.succeed(
+          Context.make(PaymentProcessor, makeTestProcessor()).pipe(Context.add(StripeWebhook, Option.none()))
+        )
+      case "stripe":
+        return Option.match(config.payments.stripe, {
+          onNone: () => Effect.dieMessage("PAYMENT_PROCESSOR=stripe without its settings (config.ts)"),
+          onSome: (settings) =>
+            Effect.gen(function* () {
+              const stripe = makeStripe(settings)
+              if (Option.isNone(settings.webhookSecret))
+                yield* Effect.logWarning(
+                  "payments: STRIPE_WEBHOOK_SECRET is not set — POST /v1/processor-events/stripe answers 404, " +
+                    "so 3-D Secure payments completed at Stripe are never recorded here"
+                )
+              return Context.make(
+                PaymentProcessor,
+                makeStripeProcessor(stripe, stripeProcessorName(settings))
+              ).pipe(
+                Context.add(
+                  StripeWebhook,
+                  Option.map(settings.webhookSecret, (secret) => makeStripeWebhook(stripe, secret))
+                )
+              )
+            })
+        })
     }
   })
 )

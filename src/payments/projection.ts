@@ -37,11 +37,11 @@ export const PaymentsProjection = defineProjection({
         if (e.type === "payment_intent.created") {
           const d = e.data
           yield* sql`INSERT INTO ${intents} (payment_intent_id, amount, currency, status, capture_method, customer_id,
-              description, payment_method, metadata, processor, created_at, updated_at, version)
+              description, payment_method, metadata, processor, call_key_prefix, created_at, updated_at, version)
             VALUES (${d.paymentIntentId}, ${d.amount}, ${d.currency},
               ${d.paymentMethod === null ? "requires_payment_method" : "requires_confirmation"}, ${d.captureMethod},
               ${d.customerId}, ${d.description}, ${json(d.paymentMethod)}::jsonb, ${JSON.stringify(d.metadata)}::jsonb,
-              ${d.processor}, ${at}, ${at}, ${e.streamVersion})
+              ${d.processor}, ${d.callKeyPrefix ?? d.paymentIntentId}, ${at}, ${at}, ${e.streamVersion})
             ON CONFLICT (payment_intent_id) DO NOTHING`
           continue
         }

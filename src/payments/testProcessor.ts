@@ -180,7 +180,8 @@ export const makeTestProcessor = (): PaymentProcessorShape => {
 
   return {
     name: "test",
-    resolvePaymentMethod: (input) => Option.map(Option.fromNullable(findTestCard(input)), paymentMethodOf),
+    resolvePaymentMethod: (input) =>
+      Effect.succeed(Option.map(Option.fromNullable(findTestCard(input)), paymentMethodOf)),
     authorize: (request) =>
       authorizing("authorize", request.idempotencyKey, request.amount, (): AuthorizationResult => {
         const card = findTestCard(request.paymentMethod)
