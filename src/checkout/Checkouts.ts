@@ -851,14 +851,15 @@ const isCheckoutError = (error: unknown): error is CheckoutError | PaymentNotCom
   CHECKOUT_ERROR_TAGS.has(error._tag)
 
 /** The HTTP errors a checkout route answers with; anything else is a defect (a logged 500). */
-type HttpAnswer = BadRequest | NotFound | Conflict | CardDeclined | PaymentStateConflict
+type HttpAnswer = BadRequest | NotFound | Conflict | CardDeclined | PaymentStateConflict | ServiceUnavailable
 
 const isHttpish = (error: unknown): error is HttpAnswer =>
   error instanceof BadRequest ||
   error instanceof NotFound ||
   error instanceof Conflict ||
   error instanceof CardDeclined ||
-  error instanceof PaymentStateConflict
+  error instanceof PaymentStateConflict ||
+  error instanceof ServiceUnavailable
 
 export type CheckoutsShape = Effect.Effect.Success<typeof makeCheckouts>
 

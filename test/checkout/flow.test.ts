@@ -200,7 +200,7 @@ const crashAfterCharge = (paymentIntentId: string) =>
     const runner = yield* CommandRunner
     const work = yield* DueWork
     const processor = yield* PaymentProcessor
-    const paymentMethod = Option.getOrThrow(processor.resolvePaymentMethod("pm_card_visa"))
+    const paymentMethod = Option.getOrThrow(yield* processor.resolvePaymentMethod("pm_card_visa"))
     const paymentId = yield* Ids.make("pay")
     const started = yield* runner.transact(
       Effect.gen(function* () {
