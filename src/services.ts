@@ -42,6 +42,7 @@ export type ProcessorServices =
   | DueWork
   | Layer.Layer.Success<typeof notificationsModule.infra>
   | Layer.Layer.Success<typeof paymentsModule.infra>
+  | Layer.Layer.Success<typeof paymentsModule.port>
 
 /** Every context's use cases, over every context's port, over every context's infrastructure. */
 export const ContextServicesLive = Layer.mergeAll(
