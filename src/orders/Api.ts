@@ -16,7 +16,7 @@ import { Conflict, NotFound } from "../http/errors.js"
 import { Instant, Text } from "../http/Fields.js"
 import { V1List, v1ListParams } from "../http/Lists.js"
 import { ORDER_STATUSES } from "./decider.js"
-import { RefundReason } from "./events.js"
+import { OrderRefundReason } from "./events.js"
 import { OrderObject } from "./objects.js"
 
 /** Quantities and amounts stay far inside a PostgreSQL bigint and a JS safe integer. */
@@ -77,7 +77,7 @@ export type CancelRequest = typeof CancelRequest.Type
 export const RefundRequest = Schema.Struct({
   amount: Schema.optional(IntField("amount", 1, MAX_AMOUNT)),
   reason: Schema.optional(
-    RefundReason.annotations({
+    OrderRefundReason.annotations({
       message: () => "reason must be one of duplicate, fraudulent, requested_by_customer, other"
     })
   ),
