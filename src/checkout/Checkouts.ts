@@ -437,7 +437,8 @@ export const makeCheckouts = Effect.gen(function* () {
   /**
    * A payment intent's status changed (the completion flow, in its batch's transaction): the
    * checkout it belongs to follows — completed when paid, `processing` while 3-D Secure is pending,
-   * open again when that failed; a payment of an expired checkout re-arms its settlement. Intents of
+   * open again when that failed; a payment of an expired checkout re-arms its settlement; the
+   * capture of a complete checkout's authorization (manual capture) is recorded on its order. Intents of
    * no checkout change nothing. Idempotent: each step is a no-op once done.
    */
   const paymentChanged = (paymentIntentId: string, metadata: EventMetadata) =>
@@ -446,10 +447,16 @@ export const makeCheckouts = Effect.gen(function* () {
       if (Option.isNone(checkoutId)) return
       const id = checkoutId.value
       const state = yield* load(id)
-      if (!state.exists || state.status === "complete") return
+      if (!state.exists) return
       const found = yield* payments.find(paymentIntentId)
       if (Option.isNone(found)) return
       const intent = found.value
+      if (state.status === "complete") {
+        // A manual capture after completion: the order's payment is captured now (a no-op once it is).
+        if (state.orderId !== null && intent.status === "succeeded" && state.captureMethod === "manual")
+          yield* orders.recordCapture(state.orderId, intent.amountReceived, metadata)
+        return
+      }
       if (state.status === "expired") {
         if (isPaid(intent)) yield* settleSoon(id)
         return

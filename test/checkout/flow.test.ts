@@ -90,6 +90,33 @@ layer(notificationsHttp({ processors: PROCESSORS, clock: shifted.clock }), {
     })
   )
 
+  it.effect("manual capture: the order is pending until the authorization is captured, then confirmed", () =>
+    Effect.gen(function* () {
+      const token = yield* staffToken
+      const product = yield* stockedProduct(token, 5)
+      const checkout = yield* createCheckout(token, [{ productId: product.id, quantity: 1 }], {
+        captureMethod: "manual"
+      })
+      const done = ok(200)(
+        yield* call("POST", `/v1/checkouts/${checkout.id}/confirm`, {
+          token,
+          json: { paymentMethod: "pm_card_visa" }
+        })
+      )
+      const placed = yield* Effect.map(call("GET", `/v1/orders/${done.orderId}`, { token }), ok(200))
+      expect(placed.status).toBe("pending")
+      ok(200)(
+        yield* call("POST", `/v1/payment-intents/${checkout.paymentIntentId}/capture`, { token, json: {} })
+      )
+      const confirmed = yield* eventually(
+        Effect.map(call("GET", `/v1/orders/${done.orderId}`, { token }), (r) =>
+          r.status === 200 && r.body.status === "confirmed" ? r.body : undefined
+        )
+      )
+      expect(confirmed.id).toBe(done.orderId)
+    })
+  )
+
   it.effect(
     "a process killed between the payment and the order: completed once the outcome is recorded",
     () =>
