@@ -43,6 +43,7 @@ export type ProcessorServices =
   | DueWork
   | Layer.Layer.Success<typeof notificationsModule.infra>
   | Layer.Layer.Success<typeof paymentsModule.infra>
+  | Layer.Layer.Success<typeof paymentsModule.port>
   | Layer.Layer.Success<typeof checkoutModule.services>
 
 /** Every context's use cases, over every context's port, over every context's infrastructure. */

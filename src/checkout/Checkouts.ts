@@ -437,7 +437,8 @@ export const makeCheckouts = Effect.gen(function* () {
   /**
    * A payment intent's status changed (the completion flow, in its batch's transaction): the
    * checkout it belongs to follows — completed when paid, `processing` while 3-D Secure is pending,
-   * open again when that failed; a payment of an expired checkout re-arms its settlement. Intents of
+   * open again when that failed; a payment of an expired checkout re-arms its settlement; the
+   * capture of a complete checkout's authorization (manual capture) is recorded on its order. Intents of
    * no checkout change nothing. Idempotent: each step is a no-op once done.
    */
   const paymentChanged = (paymentIntentId: string, metadata: EventMetadata) =>
@@ -446,10 +447,16 @@ export const makeCheckouts = Effect.gen(function* () {
       if (Option.isNone(checkoutId)) return
       const id = checkoutId.value
       const state = yield* load(id)
-      if (!state.exists || state.status === "complete") return
+      if (!state.exists) return
       const found = yield* payments.find(paymentIntentId)
       if (Option.isNone(found)) return
       const intent = found.value
+      if (state.status === "complete") {
+        // A manual capture after completion: the order's payment is captured now (a no-op once it is).
+        if (state.orderId !== null && intent.status === "succeeded" && state.captureMethod === "manual")
+          yield* orders.recordCapture(state.orderId, intent.amountReceived, metadata)
+        return
+      }
       if (state.status === "expired") {
         if (isPaid(intent)) yield* settleSoon(id)
         return
@@ -676,7 +683,9 @@ export const makeCheckouts = Effect.gen(function* () {
       const before = yield* payments.find(paymentIntentId)
       let intent: PaymentIntentObject
       let declined = false
-      if (Option.isSome(before) && (isPaid(before.value) || before.value.status === "processing")) {
+      // Paid already (another request, the intent's own confirm route): nothing to confirm. A call
+      // under way (processing) is confirmed too: the port awaits that call's outcome, makes no other.
+      if (Option.isSome(before) && isPaid(before.value)) {
         intent = before.value
       } else if (
         Option.isSome(before) &&
@@ -849,14 +858,15 @@ const isCheckoutError = (error: unknown): error is CheckoutError | PaymentNotCom
   CHECKOUT_ERROR_TAGS.has(error._tag)
 
 /** The HTTP errors a checkout route answers with; anything else is a defect (a logged 500). */
-type HttpAnswer = BadRequest | NotFound | Conflict | CardDeclined | PaymentStateConflict
+type HttpAnswer = BadRequest | NotFound | Conflict | CardDeclined | PaymentStateConflict | ServiceUnavailable
 
 const isHttpish = (error: unknown): error is HttpAnswer =>
   error instanceof BadRequest ||
   error instanceof NotFound ||
   error instanceof Conflict ||
   error instanceof CardDeclined ||
-  error instanceof PaymentStateConflict
+  error instanceof PaymentStateConflict ||
+  error instanceof ServiceUnavailable
 
 export type CheckoutsShape = Effect.Effect.Success<typeof makeCheckouts>
 

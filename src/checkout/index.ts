@@ -13,7 +13,8 @@ export interface CheckoutPortShape {
   /**
    * A payment intent's status changed: the checkout it belongs to (if any) follows, in the caller's
    * transaction — completed (its order placed) when paid, `processing` during 3-D Secure, open again
-   * when that failed; a payment of an expired checkout is handed to the expiry worker to give back.
+   * when that failed; a payment of an expired checkout is handed to the expiry worker to give back;
+   * a later capture (manual capture) is recorded on the checkout's order (`OrdersPort.recordCapture`).
    * Idempotent: asking again changes nothing.
    */
   readonly paymentChanged: (

@@ -2,10 +2,11 @@
  * The checkouts read model (migration 0019): one row per checkout. Each event moves the row's
  * `version` forward and stops when the row is already at or past it, so applying an event twice
  * changes nothing and a rebuild from the log reproduces every row. Shredded personal fields (an
- * erased customer) are stored as null.
+ * erased customer) are stored as null, and `customer.erased` nulls them in the customer's rows.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
+import { CustomerErased } from "../customers/index.js"
 import { revealOr } from "../eventstore/EventType.js"
 import { defineProjection } from "../kernel/Projection.js"
 import { checkoutEventTypes } from "./events.js"
@@ -15,7 +16,7 @@ export const CHECKOUTS = "checkout.checkouts"
 export const CheckoutsProjection = defineProjection({
   name: "checkouts",
   tables: [CHECKOUTS],
-  events: checkoutEventTypes,
+  events: [...checkoutEventTypes, CustomerErased],
   apply: (events, target) =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
@@ -24,6 +25,11 @@ export const CheckoutsProjection = defineProjection({
         const at = e.recordedAt
         const version = e.streamVersion
         switch (e.type) {
+          // Erasure (spec §4.2 rule 1): the customer's checkouts keep ids, lines and totals, not who or where.
+          case "customer.erased":
+            yield* sql`UPDATE ${table} SET email = NULL, shipping_address = NULL, metadata = '{}'::jsonb
+              WHERE customer_id = ${e.data.customerId}`
+            break
           case "checkout.created": {
             const d = e.data
             const address = revealOr(d.shippingAddress, null)

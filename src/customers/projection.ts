@@ -4,6 +4,11 @@
  * event first moves the row's `version` forward (and stops there when the row is already at or past
  * it, or gone), so applying an event twice changes nothing. Erased customers lose their rows; on a
  * replay their events decode with shredded fields and recreate nothing.
+ *
+ * Customer totals (COMMERCE decision 9) follow the orders' events, in the transaction of the change:
+ * `orderCount` +1 per placed order, `totalSpent` + what is captured (at placement, or at a later
+ * capture) − what is refunded. A guest order (no customer) changes nothing; an erased customer's row
+ * is gone, so their later orders' events change nothing either.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
@@ -11,6 +16,7 @@ import { executeInTransaction, optionalColumn, textArray } from "../db/Sql.js"
 import { isShredded, revealOr } from "../eventstore/EventType.js"
 import { normalizeEmail } from "../kernel/Email.js"
 import { defineProjection } from "../kernel/Projection.js"
+import { OrderPaymentCaptured, OrderPlaced, OrderRefundSucceeded } from "../orders/index.js"
 import { customerEventTypes } from "./events.js"
 
 export const CUSTOMERS = "customers.customers"
@@ -19,7 +25,7 @@ export const ADDRESSES = "customers.addresses"
 export const CustomersProjection = defineProjection({
   name: "customers",
   tables: [CUSTOMERS, ADDRESSES],
-  events: customerEventTypes,
+  events: [...customerEventTypes, OrderPlaced, OrderPaymentCaptured, OrderRefundSucceeded],
   apply: (events, target) =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
@@ -122,6 +128,24 @@ export const CustomersProjection = defineProjection({
               WHERE customer_id = ${d.customerId}`
             break
           }
+          case "order.placed": {
+            const d = e.data
+            if (d.customerId === null) break
+            const captured = d.payment === "captured" ? d.amountCaptured : 0
+            yield* sql`UPDATE ${customers} SET order_count = order_count + 1, total_spent = total_spent + ${captured}
+              WHERE customer_id = ${d.customerId}`
+            break
+          }
+          case "order.payment_captured":
+            if (e.data.customerId === null) break
+            yield* sql`UPDATE ${customers} SET total_spent = total_spent + ${e.data.amountCaptured}
+              WHERE customer_id = ${e.data.customerId}`
+            break
+          case "order.refund_succeeded":
+            if (e.data.customerId === null || e.data.amount === 0) break
+            yield* sql`UPDATE ${customers} SET total_spent = total_spent - ${e.data.amount}
+              WHERE customer_id = ${e.data.customerId}`
+            break
           case "customer.erased":
             yield* sql`DELETE FROM ${customers} WHERE customer_id = ${e.data.customerId}`
             yield* sql`DELETE FROM ${addresses} WHERE customer_id = ${e.data.customerId}`

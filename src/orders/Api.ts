@@ -16,7 +16,7 @@ import { Conflict, NotFound } from "../http/errors.js"
 import { Instant, Text } from "../http/Fields.js"
 import { V1List, v1ListParams } from "../http/Lists.js"
 import { ORDER_STATUSES } from "./decider.js"
-import { RefundReason } from "./events.js"
+import { OrderRefundReason } from "./events.js"
 import { OrderObject } from "./objects.js"
 
 /** Quantities and amounts stay far inside a PostgreSQL bigint and a JS safe integer. */
@@ -72,11 +72,12 @@ export const FulfillmentPatch = Schema.Struct({
 })
 
 export const CancelRequest = Schema.Struct({ reason: Schema.optional(Text("reason", 500)) })
+export type CancelRequest = typeof CancelRequest.Type
 
 export const RefundRequest = Schema.Struct({
   amount: Schema.optional(IntField("amount", 1, MAX_AMOUNT)),
   reason: Schema.optional(
-    RefundReason.annotations({
+    OrderRefundReason.annotations({
       message: () => "reason must be one of duplicate, fraudulent, requested_by_customer, other"
     })
   ),
@@ -152,6 +153,37 @@ export class OrdersApi extends HttpApiGroup.make("orders")
       .annotate(
         OpenApi.Description,
         '`{status: "delivered"}` (again: no change). Sends the `order.delivered` notification.'
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("cancel", "/v1/orders/:id/cancel")
+      .setPayload(CancelRequest)
+      .addSuccess(OrderObject)
+      .addError(Conflict)
+      .pipe(scoped("write:orders"), byId)
+      .annotate(OpenApi.Summary, "Cancel an order nothing of which shipped")
+      .annotate(
+        OpenApi.Description,
+        "Releases the stock it holds and gives the money back: an authorization is voided, a captured " +
+          "payment refunded (the refund shows in `refunds`). Something shipped, or cancelled already → " +
+          "409 `order_not_cancellable`. Publishes `order.cancelled`; sends the `order.cancelled` notification."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("refund", "/v1/orders/:id/refund")
+      .setPayload(RefundRequest)
+      .addSuccess(OrderObject)
+      .addError(Conflict)
+      .pipe(scoped("write:orders"), byId)
+      .annotate(OpenApi.Summary, "Refund all or part of what was paid")
+      .annotate(
+        OpenApi.Description,
+        "`amount` (default: the items' value, or everything refundable) up to `amountRefundable` (else 400 " +
+          "`amount_too_large`); concurrent refunds never exceed what was captured. `items` refunds units " +
+          "that will not ship (they leave the order's hold; `restock: true` puts them back in stock). A " +
+          "partial refund leaves `status` alone (`paymentStatus: partially_refunded`); a full one makes " +
+          "it `refunded`, or `cancelled` when nothing shipped. Nothing refundable, or a payment only " +
+          "authorized (cancel instead) → 409 `order_not_refundable`. Sends `order.refunded`."
       )
   )
   .middleware(Authentication)

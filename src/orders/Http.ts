@@ -17,5 +17,7 @@ export const OrdersHttpLive = HttpApiBuilder.group(OrdersRoutes, "orders", (hand
       .handle("updateFulfillment", ({ path }) =>
         withActor((actor) => orders.updateFulfillment(actor, path.id, path.fid))
       )
+      .handle("cancel", ({ path, payload }) => withActor((actor) => orders.cancel(actor, path.id, payload)))
+      .handle("refund", ({ path, payload }) => withActor((actor) => orders.refund(actor, path.id, payload)))
   })
 )

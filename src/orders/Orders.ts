@@ -7,12 +7,15 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
 import { CatalogPort } from "../catalog/index.js"
+import type { AppConfig } from "../config.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
 import { BadRequest, Conflict, NotFound, orDieUnlessHttp } from "../http/errors.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import { commandMetadata, makeTransact } from "../kernel/UseCase.js"
-import type { FulfillRequest, OrderListParams } from "./Api.js"
+import type { PaymentsPort } from "../payments/index.js"
+import { DueWork } from "../processors/DueWork.js"
+import type { CancelRequest, FulfillRequest, OrderListParams, RefundRequest } from "./Api.js"
 import {
   FulfillmentNotFound,
   FulfillmentQuantityExceeded,
@@ -29,6 +32,7 @@ import {
 import type { LineQuantity } from "./events.js"
 import { OrderDecider, type OrderObject, orderObject } from "./objects.js"
 import { listOrders, selectOrder } from "./queries.js"
+import { armRefund, payRefund, REFUND_KIND } from "./refunds.js"
 
 const notFound = NotFound.of({ message: "No such order", param: "id" })
 
@@ -92,6 +96,8 @@ export const makeOrders = Effect.gen(function* () {
   const transact = yield* makeTransact
   const sql = yield* SqlClient.SqlClient
   const catalog = yield* CatalogPort
+  const work = yield* DueWork
+  const services = yield* Effect.context<PaymentsPort | AppConfig>()
 
   /** Malformed and foreign-prefixed ids are unknown ids: 404. */
   const validId = (id: string) => (Ids.isValid("ord", id) ? Effect.succeed(id) : Effect.fail(notFound))
@@ -180,7 +186,89 @@ export const makeOrders = Effect.gen(function* () {
       return orderObject(result.state)
     }).pipe(orDieUnlessHttp)
 
-  return { get, list, fulfill, updateFulfillment }
+  /**
+   * A command that may start a refund (cancel, refund): step 1 — the order's change, its stock
+   * (units refunded by line leave the hold, and come back on the shelf with `restock`; a cancelled
+   * order's whole hold is released) and the refund's safety net, in one transaction — then the
+   * payments call and its record (steps 2 and 3, refunds.ts). Answers the order as it then stands.
+   */
+  const withRefund = (actor: AuthenticatedActor, orderId: string, command: OrderCommand) =>
+    Effect.gen(function* () {
+      const metadata = yield* commandMetadata(actor)
+      const started = yield* transact(
+        Effect.gen(function* () {
+          const result = yield* execute(orderId, command, actor)
+          for (const e of result.events) {
+            if (e.type !== "order.refund_started" || e.data.items.length === 0) continue
+            const lines = catalogLines(result.state, e.data.items)
+            yield* catalog.consume(orderId, { key: `${e.data.refundId}:out`, lines }, metadata)
+            if (e.data.restock)
+              yield* catalog.restock(orderId, { key: `${e.data.refundId}:back`, lines }, metadata)
+          }
+          if (result.events.some((e) => e.type === "order.cancelled"))
+            yield* catalog.release(orderId, metadata)
+          const startedRefund = result.events.find((e) => e.type === "order.refund_started")
+          const refund =
+            startedRefund === undefined || startedRefund.type !== "order.refund_started"
+              ? undefined
+              : result.state.refunds.find((r) => r.id === startedRefund.data.refundId)
+          if (refund !== undefined) yield* armRefund(orderId, refund)
+          return { state: result.state, refund }
+        })
+      ).pipe(
+        Effect.catchTags({
+          // Only units beyond the order's hold can meet this (a line refund of unheld units).
+          InsufficientStock: (e) =>
+            Effect.fail(
+              Conflict.of({
+                code: "insufficient_stock",
+                message: `product ${e.productId} has ${e.available} units available; ${e.requested} are needed`
+              })
+            ),
+          ReservationLineInvalid: Effect.die
+        })
+      )
+      const refund = started.refund
+      if (refund === undefined) return orderObject(started.state)
+      const outcome = yield* payRefund(started.state, refund).pipe(Effect.provide(services))
+      // Unanswered: the refund stays pending and the worker asks again.
+      if (Option.isNone(outcome)) return orderObject(started.state)
+      const recorded = yield* transact(
+        Effect.gen(function* () {
+          const result = yield* execute(orderId, outcome.value, actor)
+          yield* work.cancel(REFUND_KIND, refund.key)
+          return result.state
+        })
+      )
+      return orderObject(recorded)
+    })
+
+  const cancel = (actor: AuthenticatedActor, id: string, body: CancelRequest) =>
+    Effect.gen(function* () {
+      const orderId = yield* validId(id)
+      const refundId = yield* Ids.make("re")
+      return yield* withRefund(actor, orderId, {
+        _tag: "Cancel",
+        reason: body.reason ?? null,
+        refundId
+      }).pipe(domainErrors)
+    }).pipe(orDieUnlessHttp)
+
+  const refund = (actor: AuthenticatedActor, id: string, body: RefundRequest) =>
+    Effect.gen(function* () {
+      const orderId = yield* validId(id)
+      const refundId = yield* Ids.make("re")
+      return yield* withRefund(actor, orderId, {
+        _tag: "Refund",
+        refundId,
+        amount: body.amount,
+        reason: body.reason ?? null,
+        items: body.items,
+        restock: body.restock ?? false
+      }).pipe(domainErrors)
+    }).pipe(orDieUnlessHttp)
+
+  return { get, list, fulfill, updateFulfillment, cancel, refund }
 })
 
 export type OrdersShape = Effect.Effect.Success<typeof makeOrders>

@@ -21,14 +21,14 @@ import {
   type LineQuantity,
   OrderCancelled,
   type OrderEvent,
+  OrderPaymentCaptured,
   OrderPlaced,
+  OrderRefundFailed,
+  OrderRefundReason,
+  OrderRefundStarted,
+  OrderRefundSucceeded,
   orderEventTypes,
-  PaymentCaptured,
   PlacedPayment,
-  RefundFailed,
-  RefundReason,
-  RefundStarted,
-  RefundSucceeded,
   ShippingAddress
 } from "./events.js"
 
@@ -92,7 +92,7 @@ const RefundState = Schema.Struct({
   key: Schema.String,
   amount: Schema.Int,
   status: Schema.Literal("pending", "succeeded", "failed"),
-  reason: Schema.NullOr(RefundReason),
+  reason: Schema.NullOr(OrderRefundReason),
   items: Schema.Array(Schema.Struct({ lineItemId: Schema.String, quantity: Schema.Int })),
   restock: Schema.Boolean,
   void: Schema.Boolean,
@@ -308,7 +308,7 @@ export type OrderCommand =
       readonly _tag: "Refund"
       readonly refundId: string
       readonly amount: number | undefined
-      readonly reason: RefundReason | null
+      readonly reason: OrderRefundReason | null
       readonly items: ReadonlyArray<ItemRef> | undefined
       readonly restock: boolean
     }
@@ -568,7 +568,7 @@ const decideRefund = (s: OrderState, c: Extract<OrderCommand, { _tag: "Refund" }
         requested: amount,
         refundable
       })
-    const started = RefundStarted.make({
+    const started = OrderRefundStarted.make({
       orderId: s.orderId,
       refundId: c.refundId,
       key: refundKey(s.orderId, c.refundId),
@@ -594,7 +594,7 @@ const decideCancel = (s: OrderState, c: Extract<OrderCommand, { _tag: "Cancel" }
   const cancelled = OrderCancelled.make({ orderId: s.orderId, reason: c.reason })
   const refundable = amountRefundable(s)
   const refund = (amount: number, isVoid: boolean) =>
-    RefundStarted.make({
+    OrderRefundStarted.make({
       orderId: s.orderId,
       refundId: c.refundId,
       key: refundKey(s.orderId, c.refundId),
@@ -635,10 +635,12 @@ export const decide = (
       const r = s.refunds.find((x) => x.id === c.refundId)
       if (r === undefined || r.status !== "pending") return Effect.succeed([])
       return Effect.succeed([
-        RefundSucceeded.make({
+        OrderRefundSucceeded.make({
           orderId: s.orderId,
           refundId: c.refundId,
-          paymentRefundId: c.paymentRefundId
+          paymentRefundId: c.paymentRefundId,
+          amount: r.void ? 0 : r.amount,
+          customerId: s.customerId
         })
       ])
     }
@@ -646,12 +648,18 @@ export const decide = (
       const r = s.refunds.find((x) => x.id === c.refundId)
       if (r === undefined || r.status !== "pending") return Effect.succeed([])
       return Effect.succeed([
-        RefundFailed.make({ orderId: s.orderId, refundId: c.refundId, failureReason: c.failureReason })
+        OrderRefundFailed.make({ orderId: s.orderId, refundId: c.refundId, failureReason: c.failureReason })
       ])
     }
     case "CapturePayment":
       if (s.payment !== "authorized" || s.amountPaid > 0 || s.cancelledAt !== null) return Effect.succeed([])
-      return Effect.succeed([PaymentCaptured.make({ orderId: s.orderId, amountCaptured: c.amountCaptured })])
+      return Effect.succeed([
+        OrderPaymentCaptured.make({
+          orderId: s.orderId,
+          amountCaptured: c.amountCaptured,
+          customerId: s.customerId
+        })
+      ])
   }
 }
 

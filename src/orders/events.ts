@@ -42,8 +42,8 @@ export type PlacedLine = typeof PlacedLine.Type
 export const PlacedPayment = Schema.Literal("authorized", "captured", "not_required")
 export type PlacedPayment = typeof PlacedPayment.Type
 
-export const RefundReason = Schema.Literal("duplicate", "fraudulent", "requested_by_customer", "other")
-export type RefundReason = typeof RefundReason.Type
+export const OrderRefundReason = Schema.Literal("duplicate", "fraudulent", "requested_by_customer", "other")
+export type OrderRefundReason = typeof OrderRefundReason.Type
 
 /** Units of one line item. */
 export const LineQuantity = Schema.Struct({ lineItemId: Schema.String, quantity: Schema.Int })
@@ -103,36 +103,39 @@ export const OrderCancelled = defineEvent("order.cancelled", {
  * refunds never exceed what was captured. `void` when the payment was only authorized (the
  * authorization is cancelled instead).
  */
-export const RefundStarted = defineEvent("order.refund_started", {
+export const OrderRefundStarted = defineEvent("order.refund_started", {
   schema: Schema.Struct({
     ...order,
     refundId: Schema.String,
     key: Schema.String,
     amount: Schema.Int,
-    reason: Schema.NullOr(RefundReason),
+    reason: Schema.NullOr(OrderRefundReason),
     items: Schema.Array(LineQuantity),
     restock: Schema.Boolean,
     void: Schema.Boolean
   })
 })
 
-export const RefundSucceeded = defineEvent("order.refund_succeeded", {
+export const OrderRefundSucceeded = defineEvent("order.refund_succeeded", {
   schema: Schema.Struct({
     ...order,
     refundId: Schema.String,
     /** The payment's refund (`re_…`), when the payment made one (null for a void). */
-    paymentRefundId: Schema.NullOr(Schema.String)
+    paymentRefundId: Schema.NullOr(Schema.String),
+    /** Money given back (0 for a void), and whose: what customer totals follow. */
+    amount: Schema.Int,
+    customerId: Schema.NullOr(Schema.String)
   })
 })
 
 /** The payment refused: the amount is refundable again. */
-export const RefundFailed = defineEvent("order.refund_failed", {
+export const OrderRefundFailed = defineEvent("order.refund_failed", {
   schema: Schema.Struct({ ...order, refundId: Schema.String, failureReason: Schema.String })
 })
 
 /** A manual-capture order's payment was captured later: the order is paid (confirmed). */
-export const PaymentCaptured = defineEvent("order.payment_captured", {
-  schema: Schema.Struct({ ...order, amountCaptured: Schema.Int })
+export const OrderPaymentCaptured = defineEvent("order.payment_captured", {
+  schema: Schema.Struct({ ...order, amountCaptured: Schema.Int, customerId: Schema.NullOr(Schema.String) })
 })
 
 export const orderEventTypes = [
@@ -140,10 +143,10 @@ export const orderEventTypes = [
   FulfillmentCreated,
   FulfillmentDelivered,
   OrderCancelled,
-  RefundStarted,
-  RefundSucceeded,
-  RefundFailed,
-  PaymentCaptured
+  OrderRefundStarted,
+  OrderRefundSucceeded,
+  OrderRefundFailed,
+  OrderPaymentCaptured
 ] as const
 
 export type OrderEvent = EventOf<(typeof orderEventTypes)[number]>

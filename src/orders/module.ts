@@ -9,12 +9,14 @@ import { OrdersHttpLive } from "./Http.js"
 import { OrdersLive } from "./Orders.js"
 import { OrdersPortLive } from "./port.js"
 import { OrdersProjection } from "./projection.js"
+import { refundRecovery } from "./refunds.js"
 
 export const ordersModule = {
   name: "orders",
   eventTypes: orderEventTypes,
   projections: [OrdersProjection],
-  processors: [],
+  /** Refunds whose payments call was never recorded → asked again with the same key. */
+  processors: [refundRecovery()],
   routes: OrdersRoutes,
   http: OrdersHttpLive,
   infra: Layer.empty,

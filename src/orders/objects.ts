@@ -17,7 +17,7 @@ import {
   paymentStatusOf,
   statusOf
 } from "./decider.js"
-import { RefundReason, ShippingAddress } from "./events.js"
+import { OrderRefundReason, ShippingAddress } from "./events.js"
 
 export const OrderLineItem = Schema.Struct({
   object: Schema.Literal("line_item"),
@@ -55,7 +55,7 @@ export const OrderRefund = Schema.Struct({
   amount: Schema.Int,
   /** `pending` until the payment answered. A void (cancelling an authorization) refunds no money. */
   status: Schema.Literal("pending", "succeeded", "failed"),
-  reason: Schema.NullOr(RefundReason),
+  reason: Schema.NullOr(OrderRefundReason),
   items: Schema.Array(LineQuantityObject),
   restock: Schema.Boolean,
   void: Schema.Boolean,

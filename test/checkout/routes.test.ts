@@ -501,6 +501,20 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("checkouts 
       expect(paid.status).toBe("complete")
       const anonymous = yield* call("GET", `/v1/checkouts/${mine.id}`)
       expect(anonymous.status).toBe(401)
+      // Erasing the shopper keeps their checkout (ids, lines, totals) without who or where.
+      const withAddress = yield* createCheckout(ann.accessToken, [{ productId: product.id, quantity: 1 }], {
+        email: undefined,
+        shippingAddress: { line1: "1 Main St", city: "Lyon", country: "FR" },
+        metadata: { gift: "yes" }
+      })
+      expect((yield* call("DELETE", `/user/${ann.customerId}`, { token })).status).toBe(204)
+      expect(yield* getCheckout(token, withAddress.id)).toMatchObject({
+        customerId: ann.customerId,
+        email: null,
+        shippingAddress: null,
+        metadata: {},
+        total: withAddress.total
+      })
     })
   )
 })

@@ -216,7 +216,16 @@ const STATEFUL_400S: ReadonlyArray<{
   { op: "orders.fulfill", code: "parameter_invalid", unless: /^(?!the order has no line)/ },
   { op: "orders.fulfill", code: "fulfillment_quantity_exceeded" },
   { op: "orders.refund", code: "parameter_invalid", unless: /^(?!the order has no line)/ },
-  { op: "orders.refund", code: "amount_too_large" }
+  { op: "orders.refund", code: "amount_too_large" },
+  // Checkouts: products and customers that do not exist, or products that cannot be bought as they
+  // stand (draft, archived, recurring, another currency, a total over the limit); a guest needs an
+  // email (a shopper does not); confirming an intent that has no payment method.
+  { op: "checkouts.create", code: "resource_missing" },
+  { op: "checkouts.create", code: "parameter_invalid", unless: /^(?!Product )/ },
+  { op: "checkouts.create", code: "currency_mismatch" },
+  { op: "checkouts.create", code: "amount_too_large", param: "lineItems" },
+  { op: "checkouts.create", code: "parameter_missing", param: "email" },
+  { op: "checkouts.confirm", code: "parameter_missing", param: "paymentMethod" }
 ]
 
 /** Why a reply breaks the property, or undefined. */
@@ -365,6 +374,17 @@ layer(identityHttp(), OPTIONS)("every operation against its own schemas", (it) =
         for (const payment of ["captured", "authorized", "captured"] as const) {
           orders.push((yield* placeOrder({ payment })).id)
         }
+        const checkouts: Array<string> = []
+        for (const productId of products) {
+          checkouts.push(
+            created<{ id: string }>(
+              yield* call("POST", "/v1/checkouts", {
+                token,
+                json: { email: "buyer@example.com", lineItems: [{ productId, quantity: 1 }] }
+              })
+            ).id
+          )
+        }
         const known: Known = {
           "/user:id": customers,
           "/user:address_id": addresses,
@@ -380,7 +400,8 @@ layer(identityHttp(), OPTIONS)("every operation against its own schemas", (it) =
           "/v1/payment-intents:id": payments.map((p) => p.paymentIntentId),
           "/v1/test/payment-intents:id": payments.map((p) => p.paymentIntentId),
           "/v1/refunds:id": refunds,
-          "/v1/orders:id": orders
+          "/v1/orders:id": orders,
+          "/v1/checkouts:id": checkouts
         }
 
         const ordered = [...operations.filter((op) => !destructive(op)), ...operations.filter(destructive)]

@@ -41,6 +41,8 @@ interface OtherCustomer {
   readonly refundId: string
   /** An order of theirs (placed through the orders port, as checkout completion does). */
   readonly orderId: string
+  /** An open checkout of theirs (created by them). */
+  readonly checkoutId: string
 }
 
 interface OtherCustomerFixture {
@@ -65,7 +67,13 @@ const OTHER_CUSTOMER_FIXTURES: Record<string, OtherCustomerFixture> = {
   "GET /v1/payments/:id": { path: (o) => `/v1/payments/${o.paymentId}` },
   "GET /v1/payment-intents/:id": { path: (o) => `/v1/payment-intents/${o.paymentIntentId}` },
   "GET /v1/refunds/:id": { path: (o) => `/v1/refunds/${o.refundId}` },
-  "GET /v1/orders/:id": { path: (o) => `/v1/orders/${o.orderId}` }
+  "GET /v1/orders/:id": { path: (o) => `/v1/orders/${o.orderId}` },
+  "GET /v1/checkouts/:id": { path: (o) => `/v1/checkouts/${o.checkoutId}` },
+  "POST /v1/checkouts/:id/confirm": {
+    path: (o) => `/v1/checkouts/${o.checkoutId}/confirm`,
+    json: { paymentMethod: "pm_card_visa" }
+  },
+  "POST /v1/checkouts/:id/expire": { path: (o) => `/v1/checkouts/${o.checkoutId}/expire` }
 }
 
 /**
@@ -289,6 +297,16 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("authorizat
         json: { amount: 100 }
       })
       expect(refund.status, refund.text).toBe(200)
+      const product = yield* call("POST", "/v1/products", {
+        token: staff.accessToken,
+        json: { name: "Shirt", price: { amount: 1500, currency: "USD" }, inventory: { stockedQuantity: 5 } }
+      })
+      expect(product.status, product.text).toBe(201)
+      const checkout = yield* call("POST", "/v1/checkouts", {
+        token: victim.accessToken,
+        json: { lineItems: [{ productId: product.body.id, quantity: 1 }] }
+      })
+      expect(checkout.status, checkout.text).toBe(201)
       const other: OtherCustomer = {
         token: victim.accessToken,
         customerId,
@@ -296,7 +314,8 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("authorizat
         paymentId: payment.body.id,
         paymentIntentId: payment.body.paymentIntentId,
         refundId: refund.body.id,
-        orderId: (yield* placeOrder({ customerId, email: victimMe.body.email })).id
+        orderId: (yield* placeOrder({ customerId, email: victimMe.body.email })).id,
+        checkoutId: checkout.body.id
       }
       const before = yield* call("GET", `/user/${customerId}`, { token: victim.accessToken })
       expect(before.status).toBe(200)
@@ -310,6 +329,10 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("authorizat
       }
       const after = yield* call("GET", `/user/${customerId}`, { token: victim.accessToken })
       expect(after.body).toEqual(before.body)
+      const checkoutAfter = yield* call("GET", `/v1/checkouts/${checkout.body.id}`, {
+        token: victim.accessToken
+      })
+      expect(checkoutAfter.body).toMatchObject({ status: "open", orderId: null })
     })
   )
 })

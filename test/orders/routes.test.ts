@@ -4,7 +4,6 @@
  * listed, fulfilled, delivered, cancelled and refunded over HTTP — every route, state and error,
  * shoppers limited to their own orders, and the public events each change writes.
  */
-import { SqlClient } from "@effect/sql"
 import { describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { expect } from "vitest"
@@ -13,18 +12,10 @@ import { OrdersPort } from "../../src/orders/index.js"
 import { type Body, query } from "../support/catalog.js"
 import { adminToken, registeredShopper } from "../support/customers.js"
 import { call, expectError, IdentityHttp, uniqueEmail } from "../support/identity.js"
-import { placeInput, placeOrder, TEST_METADATA } from "../support/orders.js"
+import { placeInput, placeOrder, publicEventsOf, TEST_METADATA } from "../support/orders.js"
 
 const OPTIONS = { excludeTestServices: true, timeout: 120_000 } as const
 const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/
-
-/** The public events of an order, oldest first. */
-export const publicEventsOf = (orderId: string) =>
-  Effect.flatMap(
-    SqlClient.SqlClient,
-    (sql) => sql<{ type: string; data: Body }>`SELECT type, data FROM event_store.public_events
-      WHERE stream_id = ${`order-${orderId}`} ORDER BY position`
-  )
 
 const getOrder = (token: string, id: string) =>
   Effect.map(call("GET", `/v1/orders/${id}`, { token }), (r) => {

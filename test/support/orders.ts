@@ -4,13 +4,14 @@
  * (a reservation for a checkout id, converted to the order in the placing transaction), as the
  * checkout does.
  */
+import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { CatalogPort } from "../../src/catalog/index.js"
 import type { EventMetadata } from "../../src/eventstore/EventStore.js"
 import { CommandRunner } from "../../src/kernel/CommandRunner.js"
 import * as Ids from "../../src/kernel/Ids.js"
 import { OrdersPort, type PlaceOrderInput } from "../../src/orders/index.js"
-import { uniqueEmail } from "./identity.js"
+import { call, uniqueEmail } from "./identity.js"
 
 export const TEST_METADATA: EventMetadata = { actor: { type: "system", id: "test" } }
 
@@ -95,3 +96,51 @@ export const placeOrder = (order: TestOrder = {}) =>
       })
     )
   }).pipe(Effect.orDie)
+
+/**
+ * An order paid through the payments routes (the test processor): a payment of the lines' total
+ * (captured, or only authorized with `captureMethod: "manual"`), then the order placed with it.
+ */
+export const paidOrder = (
+  token: string,
+  order: TestOrder & { readonly captureMethod?: "automatic" | "manual" } = {}
+) =>
+  Effect.gen(function* () {
+    const input = yield* placeInput(order)
+    const manual = order.captureMethod === "manual"
+    const r = yield* call("POST", "/v1/payments", {
+      token,
+      json: {
+        amount: input.total,
+        currency: input.currency,
+        paymentMethod: "pm_card_visa",
+        captureMethod: manual ? "manual" : "automatic",
+        ...(input.customerId === null ? {} : { customerId: input.customerId })
+      }
+    })
+    if (r.status !== 201) throw new Error(`payment answered ${r.status}: ${r.text}`)
+    return yield* placeOrder({
+      ...order,
+      orderId: input.orderId,
+      lines:
+        order.lines ??
+        input.lineItems.map((l) => ({
+          productId: l.productId,
+          quantity: l.quantity,
+          unitAmount: l.unitAmount
+        })),
+      paymentId: r.body.id,
+      paymentIntentId: r.body.paymentIntentId,
+      payment: manual ? "authorized" : "captured",
+      amountCaptured: manual ? 0 : input.total
+    })
+  })
+
+/** The public events of an order, oldest first. */
+export const publicEventsOf = (orderId: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    // biome-ignore lint/suspicious/noExplicitAny: snapshots are inspected field by field
+    (sql) => sql<{ type: string; data: any }>`SELECT type, data FROM event_store.public_events
+      WHERE stream_id = ${`order-${orderId}`} ORDER BY position`
+  )

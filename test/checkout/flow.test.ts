@@ -1,0 +1,254 @@
+/**
+ * The checkout's background paths, with their processors running (issue #20 items 1 and 7): the
+ * completion flow completes a checkout whose intent was confirmed directly (Stripe.js style) or
+ * through 3-D Secure; a process killed between the payment and the order is completed once the
+ * payment's outcome is recorded; expiry under the clock releases the stock and cancels the intent;
+ * a payment that lands after expiry is refunded automatically; the read model rebuilds to identical rows.
+ */
+import { SqlClient } from "@effect/sql"
+import { layer } from "@effect/vitest"
+import { Duration, Effect, Option } from "effect"
+import { expect } from "vitest"
+import { checkoutExpiry } from "../../src/checkout/expiry.js"
+import { CheckoutsProjection } from "../../src/checkout/projection.js"
+import { checkoutCompletion } from "../../src/flows/checkoutCompletion.js"
+import { CommandRunner } from "../../src/kernel/CommandRunner.js"
+import * as Ids from "../../src/kernel/Ids.js"
+import { PaymentIntentDecider, paymentIntentStream } from "../../src/payments/decider.js"
+import { callFor, PROCESSOR_CALL_KIND } from "../../src/payments/Payments.js"
+import { PaymentProcessor } from "../../src/payments/processor.js"
+import { processorCallRecovery } from "../../src/payments/recovery.js"
+import { DueWork } from "../../src/processors/DueWork.js"
+import { rebuildProjection } from "../../src/processors/Rebuild.js"
+import { stockedProduct } from "../support/catalog.js"
+import { createCheckout, getCheckout, type Json, stockOf } from "../support/checkout.js"
+import { makeShiftedClock } from "../support/clock.js"
+import { rowsOf } from "../support/database.js"
+import { call } from "../support/identity.js"
+import { eventually, notificationsHttp } from "../support/notifications.js"
+import { ok, processorCalls, staffToken } from "../support/payments.js"
+
+const PROCESSORS = [checkoutCompletion(), checkoutExpiry(), processorCallRecovery()]
+
+/** The checkout once `done` holds for it (polled: the processors work in the background). */
+const checkoutWhen = (token: string, id: string, done: (c: Json) => boolean, timeoutMs = 15_000) =>
+  eventually(
+    Effect.map(getCheckout(token, id), (c) => (done(c) ? c : undefined)),
+    timeoutMs
+  )
+
+const intentOf = (token: string, id: string) =>
+  Effect.map(call("GET", `/v1/payment-intents/${id}`, { token }), ok(200))
+
+// The payments safety net keeps its delay (a request records its own outcome first); a "crashed"
+// confirmation arms it due at once (`crashAfterCharge`).
+const shifted = makeShiftedClock()
+
+layer(notificationsHttp({ processors: PROCESSORS, clock: shifted.clock }), {
+  excludeTestServices: true,
+  timeout: 180_000
+})("checkout flows", (it) => {
+  it.effect("an intent confirmed directly (with its client secret) completes its checkout", () =>
+    Effect.gen(function* () {
+      const token = yield* staffToken
+      const product = yield* stockedProduct(token, 5)
+      const checkout = yield* createCheckout(token, [{ productId: product.id, quantity: 2 }])
+      const confirmed = yield* call("POST", `/v1/payment-intents/${checkout.paymentIntentId}/confirm`, {
+        json: { clientSecret: checkout.clientSecret, paymentMethod: "pm_card_visa" }
+      })
+      expect(ok(200)(confirmed).status).toBe("succeeded")
+      const done = yield* checkoutWhen(token, checkout.id, (c) => c.status === "complete")
+      expect(done.orderId).toMatch(/^ord_/)
+      const order = yield* Effect.map(call("GET", `/v1/orders/${done.orderId}`, { token }), ok(200))
+      expect(order).toMatchObject({ id: done.orderId, total: 3998, email: "guest@example.com" })
+      expect(yield* stockOf(token, product.id)).toEqual({ stocked: 5, reserved: 2, available: 3 })
+      // The checkout's own confirm route agrees: the same order, no second charge.
+      const again = ok(200)(yield* call("POST", `/v1/checkouts/${checkout.id}/confirm`, { token, json: {} }))
+      expect(again.orderId).toBe(done.orderId)
+      expect((yield* processorCalls(checkout.paymentIntentId)).map((c) => c.operation)).toEqual(["authorize"])
+    })
+  )
+
+  it.effect("3-D Secure answered on the intent: processing, then complete through the flow", () =>
+    Effect.gen(function* () {
+      const token = yield* staffToken
+      const product = yield* stockedProduct(token, 5)
+      const checkout = yield* createCheckout(token, [{ productId: product.id, quantity: 1 }])
+      yield* call("POST", `/v1/payment-intents/${checkout.paymentIntentId}/confirm`, {
+        json: { clientSecret: checkout.clientSecret, paymentMethod: "pm_card_authenticationRequired" }
+      })
+      const pending = yield* checkoutWhen(token, checkout.id, (c) => c.status === "processing")
+      expect(pending.nextAction).toMatchObject({ type: "use_test_authentication" })
+      ok(200)(
+        yield* call("POST", `/v1/test/payment-intents/${checkout.paymentIntentId}/authenticate`, {
+          token,
+          json: { outcome: "approve" }
+        })
+      )
+      const done = yield* checkoutWhen(token, checkout.id, (c) => c.status === "complete")
+      expect(done.orderId).toMatch(/^ord_/)
+    })
+  )
+
+  it.effect("manual capture: the order is pending until the authorization is captured, then confirmed", () =>
+    Effect.gen(function* () {
+      const token = yield* staffToken
+      const product = yield* stockedProduct(token, 5)
+      const checkout = yield* createCheckout(token, [{ productId: product.id, quantity: 1 }], {
+        captureMethod: "manual"
+      })
+      const done = ok(200)(
+        yield* call("POST", `/v1/checkouts/${checkout.id}/confirm`, {
+          token,
+          json: { paymentMethod: "pm_card_visa" }
+        })
+      )
+      const placed = yield* Effect.map(call("GET", `/v1/orders/${done.orderId}`, { token }), ok(200))
+      expect(placed.status).toBe("pending")
+      ok(200)(
+        yield* call("POST", `/v1/payment-intents/${checkout.paymentIntentId}/capture`, { token, json: {} })
+      )
+      const confirmed = yield* eventually(
+        Effect.map(call("GET", `/v1/orders/${done.orderId}`, { token }), (r) =>
+          r.status === 200 && r.body.status === "confirmed" ? r.body : undefined
+        )
+      )
+      expect(confirmed.id).toBe(done.orderId)
+    })
+  )
+
+  it.effect(
+    "a process killed between the payment and the order: completed once the outcome is recorded",
+    () =>
+      Effect.gen(function* () {
+        const token = yield* staffToken
+        const product = yield* stockedProduct(token, 5)
+        const checkout = yield* createCheckout(token, [{ productId: product.id, quantity: 1 }])
+        // The card is charged, then the process dies: no outcome recorded, no completion.
+        yield* crashAfterCharge(checkout.paymentIntentId)
+        expect((yield* getCheckout(token, checkout.id)).status).toBe("open")
+        // The payments safety net records the charge; the flow completes the checkout.
+        const done = yield* checkoutWhen(token, checkout.id, (c) => c.status === "complete", 20_000)
+        expect(done.orderId).toMatch(/^ord_/)
+        ok(200)(yield* call("GET", `/v1/orders/${done.orderId}`, { token }))
+        expect(
+          (yield* processorCalls(checkout.paymentIntentId)).map((c) => [c.operation, c.requests])
+        ).toEqual([["authorize", 2]])
+      })
+  )
+
+  it.effect("expiry under the clock: the stock is released and the intent canceled", () =>
+    Effect.gen(function* () {
+      const token = yield* staffToken
+      const product = yield* stockedProduct(token, 3)
+      const checkout = yield* createCheckout(token, [{ productId: product.id, quantity: 3 }])
+      expect(yield* stockOf(token, product.id)).toMatchObject({ reserved: 3, available: 0 })
+      yield* shifted.advance(Duration.minutes(29))
+      yield* Effect.sleep("700 millis")
+      expect((yield* getCheckout(token, checkout.id)).status).toBe("open")
+      yield* shifted.advance(Duration.minutes(2))
+      const expired = yield* checkoutWhen(token, checkout.id, (c) => c.status === "expired")
+      expect(expired.expiredAt).not.toBeNull()
+      expect(yield* stockOf(token, product.id)).toEqual({ stocked: 3, reserved: 0, available: 3 })
+      const intent = yield* eventually(
+        Effect.map(intentOf(token, checkout.paymentIntentId), (i) =>
+          i.status === "canceled" ? i : undefined
+        )
+      )
+      expect(intent.cancellationReason).toBe("abandoned")
+    })
+  )
+
+  it.effect("a payment that lands after expiry is refunded automatically", () =>
+    Effect.gen(function* () {
+      const token = yield* staffToken
+      const product = yield* stockedProduct(token, 3)
+      const checkout = yield* createCheckout(token, [{ productId: product.id, quantity: 1 }])
+      // The card is charged, but the outcome is not recorded yet (the intent stays processing)...
+      const started = yield* crashAfterCharge(checkout.paymentIntentId)
+      // ...and the checkout expires meanwhile: its stock goes back; its intent cannot be canceled.
+      const expired = ok(200)(yield* call("POST", `/v1/checkouts/${checkout.id}/expire`, { token }))
+      expect(expired.status).toBe("expired")
+      expect(yield* stockOf(token, product.id)).toEqual({ stocked: 3, reserved: 0, available: 3 })
+      // The safety net records the charge; the flow finds a paid intent of an expired checkout; the
+      // expiry worker refunds it (its retries are Clock-driven: time is moved on while waiting).
+      const payment = yield* eventually(
+        Effect.zipRight(
+          shifted.advance(Duration.seconds(31)),
+          Effect.map(call("GET", `/v1/payments/${started.paymentId}`, { token }), (r) =>
+            r.status === 200 && r.body.status === "refunded" ? r.body : undefined
+          )
+        ),
+        20_000
+      )
+      expect(payment).toMatchObject({ amountCaptured: 1999, amountRefunded: 1999 })
+      expect((yield* getCheckout(token, checkout.id)).status).toBe("expired")
+      const refunds = (yield* processorCalls(started.paymentId)).filter((c) => c.operation === "refund")
+      expect(refunds.length).toBe(1)
+      expect(yield* stockOf(token, product.id)).toEqual({ stocked: 3, reserved: 0, available: 3 })
+    })
+  )
+
+  it.effect("the checkouts read model rebuilds to identical rows", () =>
+    Effect.gen(function* () {
+      const token = yield* staffToken
+      const product = yield* stockedProduct(token, 20)
+      const line = [{ productId: product.id, quantity: 1 }]
+      yield* createCheckout(token, line, { paymentMethod: "pm_card_visa", metadata: { a: 1 } })
+      const open = yield* createCheckout(token, line, {
+        shippingAddress: { line1: "1 Main St", city: "Lyon", country: "FR" }
+      })
+      ok(200)(yield* call("POST", `/v1/checkouts/${open.id}/expire`, { token }))
+      const pending = yield* createCheckout(token, line)
+      ok(200)(
+        yield* call("POST", `/v1/checkouts/${pending.id}/confirm`, {
+          token,
+          json: { paymentMethod: "pm_card_authenticationRequired" }
+        })
+      )
+      const rows = rowsOf("checkout.checkouts", "checkout_id")
+      const before = yield* rows
+      expect(before.length).toBeGreaterThanOrEqual(3)
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`UPDATE checkout.checkouts SET status = 'open', order_id = NULL, email = NULL`
+      yield* rebuildProjection(CheckoutsProjection, { batchSize: 3 })
+      expect(yield* rows).toEqual(before)
+    })
+  )
+})
+
+/**
+ * A confirmation cut short where a crash would (as test/support/payments.ts `confirmThenCrash`, with
+ * a card given): the call recorded as started, its safety net armed (due at once), the card charged
+ * at the processor — and nothing recorded after. Answers the started call.
+ */
+const crashAfterCharge = (paymentIntentId: string) =>
+  Effect.gen(function* () {
+    const runner = yield* CommandRunner
+    const work = yield* DueWork
+    const processor = yield* PaymentProcessor
+    const paymentMethod = Option.getOrThrow(yield* processor.resolvePaymentMethod("pm_card_visa"))
+    const paymentId = yield* Ids.make("pay")
+    const started = yield* runner.transact(
+      Effect.gen(function* () {
+        const result = yield* runner.execute(
+          PaymentIntentDecider,
+          paymentIntentStream(paymentIntentId),
+          { _tag: "Confirm", paymentMethod, paymentId },
+          {}
+        )
+        const op = result.state.operations[0]
+        if (op === undefined) throw new Error("the confirmation started no call")
+        yield* work.schedule({
+          kind: PROCESSOR_CALL_KIND,
+          key: op.key,
+          dueAt: new Date(0),
+          payload: { paymentIntentId }
+        })
+        return { state: result.state, op }
+      })
+    )
+    const answer = yield* callFor(processor, started.state, started.op)
+    expect(answer._tag).toBe("Authorized")
+    return { ...started.op, paymentId }
+  })
