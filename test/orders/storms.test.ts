@@ -4,42 +4,27 @@
  * order placed concurrently is one order; 50 concurrent refunds of one order never give back more
  * than was captured, in the order's books or the payment's.
  */
-import { NodeHttpServer } from "@effect/platform-node"
 import { layer } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect } from "effect"
 import { expect } from "vitest"
 import { CommandRunner } from "../../src/kernel/CommandRunner.js"
 import { OrdersPort } from "../../src/orders/index.js"
-import { refundRecovery } from "../../src/orders/refunds.js"
-import { processorCallRecovery } from "../../src/payments/recovery.js"
-import { processorsLayer } from "../../src/processors/Supervisor.js"
-import { projections } from "../../src/registry.js"
-import { HttpAppLive } from "../../src/server.js"
-import { servicesLayer } from "../../src/services.js"
 import { adminToken } from "../support/customers.js"
-import { testConfig, usingRealPostgres } from "../support/database.js"
+import { usingRealPostgres } from "../support/database.js"
 import { call } from "../support/identity.js"
 import { eventually } from "../support/notifications.js"
-import { paidOrder, placeInput, placeOrder, publicEventsOf, TEST_METADATA } from "../support/orders.js"
+import {
+  paidOrder,
+  placeInput,
+  placeOrder,
+  publicEventsOf,
+  RecoveryHttp,
+  TEST_METADATA
+} from "../support/orders.js"
 
 const OPTIONS = { excludeTestServices: true, timeout: 300_000 } as const
 
-/**
- * The app with the two safety nets running (payments' processor-call recovery, orders' refund
- * recovery), due 1 s after a call: what completes a refund whose outcome lost the race to be
- * recorded (under 50 concurrent refunds of one payment, some do).
- */
-const RECOVERY = [processorCallRecovery(), refundRecovery()]
-const StormHttp = Layer.mergeAll(HttpAppLive, processorsLayer(RECOVERY)).pipe(
-  Layer.provideMerge(NodeHttpServer.layerTest),
-  Layer.provideMerge(
-    servicesLayer({ processors: RECOVERY, projections }).pipe(
-      Layer.provideMerge(testConfig({ payments: { processor: "test", recoveryAfterSeconds: 1 } }))
-    )
-  )
-)
-
-layer(StormHttp, OPTIONS)("order storms (PostgreSQL)", (it) => {
+layer(RecoveryHttp, OPTIONS)("order storms (PostgreSQL)", (it) => {
   // First in this file: its fresh database has placed no order yet.
   it.effect.skipIf(!usingRealPostgres)("500 concurrent placements → display ids exactly 1001…1500", () =>
     Effect.gen(function* () {
