@@ -7,6 +7,7 @@
 import { HttpApi, HttpApiBuilder, OpenApi } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { catalogModule } from "./catalog/module.js"
+import { checkoutModule } from "./checkout/module.js"
 import { customersModule } from "./customers/module.js"
 import { eventsModule } from "./events/module.js"
 import { ApiBase, SystemApi } from "./http/ApiBase.js"
@@ -36,6 +37,7 @@ export class Api extends ApiBase.add(SystemApi)
   .addHttpApi(eventsModule.routes)
   .addHttpApi(paymentsModule.routes)
   .addHttpApi(ordersModule.routes)
+  .addHttpApi(checkoutModule.routes)
   .annotate(OpenApi.Title, "commerce-platform")
   .annotate(OpenApi.Version, "0.1.0")
   .annotate(OpenApi.License, { name: "MIT", url: "https://opensource.org/licenses/MIT" })
@@ -69,7 +71,8 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
     catalogModule.http,
     eventsModule.http,
     paymentsModule.http,
-    ordersModule.http
+    ordersModule.http,
+    checkoutModule.http
   ])
 )
 

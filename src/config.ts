@@ -89,9 +89,30 @@ export interface PaymentSettings {
    * between the call and the record) is made again, with the same idempotency key, by the worker.
    */
   readonly recoveryAfterSeconds: number
+  /** With `PAYMENT_PROCESSOR=stripe` (start-up refuses it without `STRIPE_SECRET_KEY`); None otherwise. */
+  readonly stripe: Option.Option<StripeSettings>
+  /**
+   * `PAYMENTS_CRASH_AFTER_CALL=1`, for the crash test only: the process SIGKILLs itself right after
+   * the processor answered a request's call, before the outcome is recorded. Honoured only with the
+   * test processor and outside production.
+   */
+  readonly crashAfterCall: boolean
 }
 
-export const PAYMENT_PROCESSORS = ["test"] as const
+/** The Stripe adapter (`src/payments/stripeProcessor.ts`). */
+export interface StripeSettings {
+  /** `STRIPE_SECRET_KEY`: `sk_test_…` or `sk_live_…` (or a restricted `rk_…` key). */
+  readonly secretKey: Redacted.Redacted<string>
+  /**
+   * `STRIPE_WEBHOOK_SECRET` (`whsec_…`): verifies `POST /v1/processor-events/stripe`; without it
+   * that route answers 404 and 3-D Secure intents are completed only by asking again.
+   */
+  readonly webhookSecret: Option.Option<Redacted.Redacted<string>>
+  /** `STRIPE_API_BASE`: another base URL than `https://api.stripe.com` (a local fake, in tests). */
+  readonly apiBase: Option.Option<URL>
+}
+
+export const PAYMENT_PROCESSORS = ["test", "stripe"] as const
 export type PaymentProcessorName = (typeof PAYMENT_PROCESSORS)[number]
 
 export interface AppConfigShape {
@@ -257,13 +278,54 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
     recoveryAfterSeconds: Config.integer("PAYMENT_RECOVERY_AFTER_SECONDS").pipe(
       Config.withDefault(30),
       Config.validate({ message: "must be between 0 and 3600", validation: (n) => n >= 0 && n <= 3600 })
-    )
+    ),
+    stripeSecretKey: Config.option(Config.redacted("STRIPE_SECRET_KEY")),
+    stripeWebhookSecret: Config.option(Config.redacted("STRIPE_WEBHOOK_SECRET")),
+    stripeApiBase: Config.option(
+      Config.string("STRIPE_API_BASE").pipe(
+        Config.validate({
+          message: "must be an http(s) URL such as https://api.stripe.com",
+          validation: (url) => url.trim() === "" || /^https?:\/\/[^/\s]+\/?$/.test(url.trim())
+        })
+      )
+    ),
+    crashAfterCall: Config.boolean("PAYMENTS_CRASH_AFTER_CALL").pipe(Config.withDefault(false))
   })
 }).pipe(
   // Money must never move through a processor nobody chose: production names it explicitly.
-  Config.mapOrFail((c) =>
-    Option.match(c.payments.processor, {
-      onSome: (processor) => Either.right({ ...c, payments: { ...c.payments, processor } }),
+  Config.mapOrFail((c) => {
+    const { stripeSecretKey, stripeWebhookSecret, stripeApiBase, ...payments } = c.payments
+    const nonEmpty = (value: Option.Option<Redacted.Redacted<string>>) =>
+      Option.filter(value, (v) => Redacted.value(v).trim() !== "")
+    const settings = (
+      processor: PaymentProcessorName
+    ): Either.Either<PaymentSettings, ConfigError.ConfigError> => {
+      if (processor !== "stripe") return Either.right({ ...payments, processor, stripe: Option.none() })
+      return Option.match(nonEmpty(stripeSecretKey), {
+        onNone: () =>
+          Either.left(
+            ConfigError.MissingData(
+              ["STRIPE_SECRET_KEY"],
+              "STRIPE_SECRET_KEY must be set when PAYMENT_PROCESSOR=stripe (sk_test_… or sk_live_…)"
+            )
+          ),
+        onSome: (secretKey) =>
+          Either.right({
+            ...payments,
+            processor,
+            stripe: Option.some({
+              secretKey,
+              webhookSecret: nonEmpty(stripeWebhookSecret),
+              apiBase: Option.map(
+                Option.filter(stripeApiBase, (url) => url.trim() !== ""),
+                (url) => new URL(url.trim())
+              )
+            })
+          })
+      })
+    }
+    return Option.match(payments.processor, {
+      onSome: (processor) => Either.map(settings(processor), (p) => ({ ...c, payments: p })),
       onNone: () =>
         c.nodeEnv === "production"
           ? Either.left(
@@ -272,9 +334,9 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
                 `PAYMENT_PROCESSOR must be set in production (one of ${PAYMENT_PROCESSORS.join(", ")})`
               )
             )
-          : Either.right({ ...c, payments: { ...c.payments, processor: "test" as const } })
+          : Either.map(settings("test"), (p) => ({ ...c, payments: p }))
     })
-  ),
+  }),
   Config.map((c) => ({
     ...c,
     databaseUrl: Option.filter(c.databaseUrl, (url) => Redacted.value(url).trim() !== ""),
@@ -356,7 +418,7 @@ export const makeAppConfig = (overrides: Partial<AppConfigShape> = {}): AppConfi
   },
   // Tests and scripts deliver to receivers on 127.0.0.1.
   webhooks: { allowPrivate: true, alertEmail: Option.none(), concurrency: 64, endpointConcurrency: 16 },
-  payments: { processor: "test", recoveryAfterSeconds: 30 },
+  payments: { processor: "test", recoveryAfterSeconds: 30, stripe: Option.none(), crashAfterCall: false },
   ...overrides
 })
 

@@ -4,9 +4,11 @@
  * routes and layers in src/Api.ts and src/services.ts, one line each).
  */
 import { catalogModule } from "./catalog/module.js"
+import { checkoutModule } from "./checkout/module.js"
 import { customersModule } from "./customers/module.js"
 import { eventsModule } from "./events/module.js"
 import type { AnyEventType } from "./eventstore/EventType.js"
+import { flowsModule } from "./flows/module.js"
 import { idempotencyPurgeProcessor } from "./http/Idempotency.js"
 import { identityModule } from "./identity/module.js"
 import type { Projection } from "./kernel/Projection.js"
@@ -27,7 +29,9 @@ export const modules = [
   catalogModule,
   eventsModule,
   paymentsModule,
-  ordersModule
+  ordersModule,
+  checkoutModule,
+  flowsModule
 ] as const
 
 export const eventTypes: ReadonlyArray<AnyEventType> = modules.flatMap(

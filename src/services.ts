@@ -9,6 +9,7 @@ import { Layer } from "effect"
 import { Api } from "./Api.js"
 import { OpsStatusLive, subscriptionSpecs } from "./audit/OpsStatus.js"
 import { catalogModule } from "./catalog/module.js"
+import { checkoutModule } from "./checkout/module.js"
 import type { AppConfig } from "./config.js"
 import { customersModule } from "./customers/module.js"
 import { eventsModule } from "./events/module.js"
@@ -43,6 +44,7 @@ export type ProcessorServices =
   | Layer.Layer.Success<typeof notificationsModule.infra>
   | Layer.Layer.Success<typeof paymentsModule.infra>
   | Layer.Layer.Success<typeof paymentsModule.port>
+  | Layer.Layer.Success<typeof checkoutModule.services>
 
 /** Every context's use cases, over every context's port, over every context's infrastructure. */
 export const ContextServicesLive = Layer.mergeAll(
@@ -53,7 +55,8 @@ export const ContextServicesLive = Layer.mergeAll(
   catalogModule.services,
   eventsModule.services,
   paymentsModule.services,
-  ordersModule.services
+  ordersModule.services,
+  checkoutModule.services
 ).pipe(
   Layer.provideMerge(
     Layer.mergeAll(
@@ -63,7 +66,8 @@ export const ContextServicesLive = Layer.mergeAll(
       webhooksModule.port,
       catalogModule.port,
       paymentsModule.port,
-      ordersModule.port
+      ordersModule.port,
+      checkoutModule.port
     )
   ),
   Layer.provideMerge(
@@ -75,6 +79,7 @@ export const ContextServicesLive = Layer.mergeAll(
       catalogModule.infra,
       paymentsModule.infra,
       ordersModule.infra,
+      checkoutModule.infra,
       RateLimiterLive
     )
   )

@@ -2,21 +2,16 @@
  * Hot reads answered before the platform's router: `GET <prefix>:id` routes whose answer is one
  * lookup (a product, a customer). The router, the path and query decoding, the handler's middleware
  * chain and the success schema's encoding cost such a read more than the lookup itself (issue #17);
- * a fast route skips them and keeps everything observable (issue #17 item 3): it sits inside the
- * request guards and `apiMiddleware`, so the response gets its `Request-Id`, the one error body, the
- * access line, metrics, rate limits and traces as a routed one does; the credential and the route's
- * scope are checked by the same code as the `Authentication` middleware (`authorize`); a database
- * outage answers 503 as `databaseOutage` does; and the route stays in the HttpApi (its document, its
- * handler), which answers whatever a fast route does not take: a query string, an encoded or
- * trailing-slash path, another method. Tests compare the two answers byte for byte.
+ * a fast route skips them and keeps everything observable (issue #17 item 3): `apiMiddleware` answers
+ * it where it answers `/health`, through the rate limits (its `RateLimit-*` headers, its 429), so the
+ * response gets its `Request-Id`, the one error body, the access line, metrics and traces as a routed
+ * one does; the credential and the route's scope are checked by the same code as the
+ * `Authentication` middleware (`authorize`); a database outage answers 503 as `databaseOutage` does;
+ * and the route stays in the HttpApi (its document, its handler), which answers whatever a fast route
+ * does not take: a query string, an encoded or trailing-slash path, another method. Tests compare the
+ * two answers byte for byte.
  */
-import {
-  HttpApi,
-  type HttpApiGroup,
-  type HttpApp,
-  HttpServerRequest,
-  HttpServerResponse
-} from "@effect/platform"
+import { HttpApi, type HttpApiGroup, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Context, Effect, Layer, Schema } from "effect"
 import { type AuthenticatedActor, authorize, CredentialVerifier, RouteScopes, routeKey } from "./Auth.js"
 import { type HttpError, statusOfHttpError } from "./errors.js"
@@ -101,29 +96,36 @@ export const literalGetPaths = <Id extends string, Groups extends HttpApiGroup.H
   return paths
 }
 
+/** Picks the fast answer of a request, or `undefined` to leave it to the router. */
+export type FastRouteMatcher = (
+  request: HttpServerRequest.HttpServerRequest
+) =>
+  | Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
+  | undefined
+
 /**
- * The app with `routes` answered before it: a `GET` whose URL is a route's prefix and one plain
- * segment, without a query string, unless another route has that literal path (`literals`);
- * everything else goes to `app` untouched.
+ * The matcher of `routes`: a `GET` whose URL is a route's prefix and one plain segment, without a
+ * query string, unless another route has that literal path (`literals`); everything else is left
+ * to the router (`undefined`).
  */
-export const withFastRoutes =
-  (routes: ReadonlyArray<FastRoute>, literals: ReadonlySet<string>) =>
-  <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> => {
-    if (routes.length === 0) return app
-    const byPrefix = new Map<string, FastRoute>()
-    for (const route of routes) {
-      const colon = route.path.lastIndexOf("/:")
-      if (colon < 0) throw new Error(`a fast route ends in /:param: ${route.path}`)
-      byPrefix.set(route.path.slice(0, colon + 1), route)
-    }
-    return Effect.withFiberRuntime((fiber) => {
-      const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
-      if (request.method !== "GET") return app
-      const url = request.url
-      const slash = url.lastIndexOf("/")
-      const route = slash > 0 ? byPrefix.get(url.slice(0, slash + 1)) : undefined
-      if (route === undefined || literals.has(url)) return app
-      const param = url.slice(slash + 1)
-      return PLAIN_SEGMENT.test(param) ? route.answer(request, param) : app
-    })
+export const fastRouteMatcher = (
+  routes: ReadonlyArray<FastRoute>,
+  literals: ReadonlySet<string>
+): FastRouteMatcher | undefined => {
+  if (routes.length === 0) return undefined
+  const byPrefix = new Map<string, FastRoute>()
+  for (const route of routes) {
+    const colon = route.path.lastIndexOf("/:")
+    if (colon < 0) throw new Error(`a fast route ends in /:param: ${route.path}`)
+    byPrefix.set(route.path.slice(0, colon + 1), route)
   }
+  return (request) => {
+    if (request.method !== "GET") return undefined
+    const url = request.url
+    const slash = url.lastIndexOf("/")
+    const route = slash > 0 ? byPrefix.get(url.slice(0, slash + 1)) : undefined
+    if (route === undefined || literals.has(url)) return undefined
+    const param = url.slice(slash + 1)
+    return PLAIN_SEGMENT.test(param) ? route.answer(request, param) : undefined
+  }
+}

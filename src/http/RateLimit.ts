@@ -212,12 +212,19 @@ export type RateLimitKeyBy = "ip" | "credential"
 export interface RateLimitRule {
   /** A path prefix: `/auth` matches `/auth` and `/auth/…`. The first matching rule applies. */
   readonly prefix: string
-  readonly policy: RateLimitPolicy
+  /** `null`: not limited (a more specific prefix exempted from a broader rule after it). */
+  readonly policy: RateLimitPolicy | null
   /** `ip`: per client address; `credential`: per Authorization header (per IP without one). */
   readonly keyBy: RateLimitKeyBy
 }
 
-/** The service's route table, from configuration. */
+/**
+ * Not limited: payment processors' event deliveries (Stripe sends bursts and retries a refused event
+ * for days; a signature, not a credential, authenticates them, so they would all share one address's
+ * bucket).
+ */
+export const RATE_LIMIT_EXEMPT_PREFIXES = ["/v1/processor-events"] as const
+
 /** The unauthenticated credential routes, limited per client IP (one shared bucket). */
 export const AUTH_RATE_LIMITED_PREFIXES = [
   "/auth/login",
@@ -230,7 +237,9 @@ export const AUTH_RATE_LIMITED_PREFIXES = [
 /** The commerce surface, limited per credential. */
 export const API_RATE_LIMITED_PREFIX = "/v1"
 
+/** The service's route table, from configuration (the first matching rule applies). */
 export const defaultRateLimitRules = (config: AppConfigShape): ReadonlyArray<RateLimitRule> => [
+  ...RATE_LIMIT_EXEMPT_PREFIXES.map((prefix): RateLimitRule => ({ prefix, keyBy: "ip", policy: null })),
   ...AUTH_RATE_LIMITED_PREFIXES.map(
     (prefix): RateLimitRule => ({
       prefix,
@@ -314,15 +323,16 @@ export const rateLimitMiddleware = (options: RateLimitMiddlewareOptions = {}) =>
     app: HttpApp.Default<E, R>,
     config: AppConfigShape,
     request: HttpServerRequest.HttpServerRequest,
-    rule: RateLimitRule
+    keyBy: RateLimitKeyBy,
+    policy: RateLimitPolicy
   ) =>
     Effect.gen(function* () {
       const limiter = yield* RateLimiter
       const key =
-        rule.keyBy === "ip"
+        keyBy === "ip"
           ? `ip:${clientIp(request, config.trustProxyHops)}`
           : requesterKey(request, config.trustProxyHops)
-      const d = yield* limiter.consume(rule.policy, key)
+      const d = yield* limiter.consume(policy, key)
       const headers = rateLimitHeaders(d)
       if (!d.allowed) {
         const seconds = d.retryAfterSeconds
@@ -351,7 +361,9 @@ export const rateLimitMiddleware = (options: RateLimitMiddlewareOptions = {}) =>
         if (request.method === "OPTIONS") return app
         const path = routePath(request.url)
         const rule = rulesFor(config).find((r) => matches(r.prefix, path))
-        return rule === undefined ? app : limited(app, config, request, rule)
+        return rule === undefined || rule.policy === null
+          ? app
+          : limited(app, config, request, rule.keyBy, rule.policy)
       })
     })
 }

@@ -9,14 +9,21 @@ import {
   HttpApiBuilder,
   type HttpApiGroup,
   HttpApiScalar,
-  type HttpApp
+  type HttpApp,
+  type HttpServerRequest
 } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { AppConfig } from "../config.js"
 import { HttpMetrics, HttpMetricsLive, METRICS_PATH, MetricsRouteLive } from "../observability/Metrics.js"
 import { errorBody } from "./errors.js"
-import { FastRoutes, literalGetPaths, NoFastRoutes, withFastRoutes } from "./FastRoutes.js"
+import {
+  type FastRouteMatcher,
+  FastRoutes,
+  fastRouteMatcher,
+  literalGetPaths,
+  NoFastRoutes
+} from "./FastRoutes.js"
 import { idempotencyMiddleware } from "./Idempotency.js"
 import { allowedMethods, apiMiddleware, databaseOutage, newRequestId } from "./middleware.js"
 import { RateLimiterLive, rateLimitMiddleware } from "./RateLimit.js"
@@ -30,6 +37,18 @@ const idempotencyKeys = idempotencyMiddleware()
  * pre-response handlers): rate limits, then idempotency keys (a 429 never claims a key).
  */
 export const requestGuards = <E, R>(app: HttpApp.Default<E, R>) => rateLimits(idempotencyKeys(app))
+
+/**
+ * The fast routes' answers (http/FastRoutes.ts), for `apiMiddleware` to give beside `/health`, behind
+ * the one request guard a `GET` meets: the rate limits (an idempotency key claims nothing on a GET).
+ */
+export const guardedFastRoutes = (match: FastRouteMatcher | undefined) =>
+  match === undefined
+    ? undefined
+    : (request: HttpServerRequest.HttpServerRequest) => {
+        const answer = match(request)
+        return answer === undefined ? undefined : rateLimits(answer)
+      }
 
 /** The routes served beside the HttpApi (not in its document). */
 const RAW_ROUTES = [
@@ -61,22 +80,18 @@ export const httpAppLayer = <
   fastRoutes: Layer.Layer<FastRoutes, FE, FR> = NoFastRoutes
 ) =>
   Layer.unwrapEffect(
-    Effect.map(HttpMetrics, (metrics) => {
+    Effect.map(Effect.all([HttpMetrics, FastRoutes]), ([metrics, routes]) => {
       // Once, at start-up: which methods each path answers, for the 405s' Allow header.
       const allow = allowedMethods(api, RAW_ROUTES)
+      const fast = guardedFastRoutes(fastRouteMatcher(routes, literalGetPaths(api)))
       return HttpApiBuilder.serve((app) =>
-        apiMiddleware({ onResponse: metrics.record, allow })(requestGuards(app))
+        apiMiddleware({ onResponse: metrics.record, allow, ...(fast === undefined ? {} : { fast }) })(
+          requestGuards(app)
+        )
       )
     })
   ).pipe(
     Layer.provide(HttpApiBuilder.middleware(databaseOutage)),
-    // Inside the platform's response handling (as the router): fast answers get the pre-response
-    // handlers' request id, error-body normalization and rate-limit headers like routed ones.
-    Layer.provide(
-      HttpApiBuilder.middleware(
-        Effect.map(FastRoutes, (routes) => withFastRoutes(routes, literalGetPaths(api)))
-      )
-    ),
     Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide([RpcLive, MetricsRouteLive]),

@@ -34,8 +34,11 @@ export const MAX_BODY_BYTES = 1024 * 1024
 /** Paths whose bodies are form-encoded (OAuth token endpoint), not JSON. */
 export const FORM_PATHS: ReadonlySet<string> = new Set(["/auth/token"])
 
-/** Paths that parse their own bodies (`/rpc` speaks ndjson): only the size limit applies here. */
-export const RAW_BODY_PATHS: ReadonlySet<string> = new Set(["/rpc"])
+/**
+ * Paths that parse their own bodies (`/rpc` speaks ndjson; Stripe's events are verified over their
+ * exact bytes before they are parsed): only the size limit applies here.
+ */
+export const RAW_BODY_PATHS: ReadonlySet<string> = new Set(["/rpc", "/v1/processor-events/stripe"])
 
 /** Requests that can carry a body we must check. */
 const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"])
@@ -510,11 +513,18 @@ export const unavailableResponse = () =>
   )
 
 /** The service-wide middleware; `onResponse` observes each finished request (metrics). */
-export const apiMiddleware = (
+export const apiMiddleware = <FR = never>(
   options: {
     readonly accessLog?: boolean
     /** Which methods a path answers, for 405s (allowedMethods); without it every unknown route is a 404. */
     readonly allow?: AllowedMethods
+    /**
+     * Answers a request before the app (its guards, its router), or `undefined` to pass it on: the
+     * fast routes (http/FastRoutes.ts) with the guards they need (rate limits), composed by the server.
+     */
+    readonly fast?: (
+      request: HttpServerRequest.HttpServerRequest
+    ) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, FR> | undefined
     readonly onResponse?: (info: {
       method: string
       route: string
@@ -523,13 +533,13 @@ export const apiMiddleware = (
     }) => Effect.Effect<void>
   } = {}
 ) => {
-  const { allow, onResponse } = options
+  const { allow, onResponse, fast: fast_ } = options
   const accessLog = options.accessLog !== false
   return HttpMiddleware.make(<E, R>(app: HttpApp.Default<E, R>) =>
     Effect.withFiberRuntime<
       HttpServerResponse.HttpServerResponse,
       E,
-      R | HttpServerRequest.HttpServerRequest
+      R | FR | HttpServerRequest.HttpServerRequest
     >((fiber) => {
       const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
       const requestId = newRequestId()
@@ -597,17 +607,28 @@ export const apiMiddleware = (
         ),
         app
       )
-      const refusedQuery = checkQuery(request)
+      // A fast route (a hot single-resource read) is answered here too, without the pre-response
+      // handler, the idempotency guard (a GET claims no key) and the router: what the pre-response
+      // handler would do to its answer is done directly. It takes no query string: nothing to check.
+      const fast = fast_?.(request)
+      const refusedQuery = fast === undefined ? checkQuery(request) : Option.none()
       // Most requests (no body, a clean query) go straight to the app: no refusal to look at.
-      const checked = Option.isSome(refusedQuery)
-        ? Effect.succeed(withRequestId(refusedQuery.value, requestId, request))
-        : BODY_METHODS.has(request.method)
-          ? Effect.flatMap(checkBody(request), (refusal) =>
-              Option.isSome(refusal)
-                ? Effect.succeed(withRequestId(refusal.value, requestId, request))
-                : handled
-            )
-          : handled
+      const checked: Effect.Effect<
+        HttpServerResponse.HttpServerResponse,
+        E,
+        R | FR | HttpServerRequest.HttpServerRequest
+      > =
+        fast !== undefined
+          ? Effect.map(fast, (response) => withRequestId(response, requestId, request))
+          : Option.isSome(refusedQuery)
+            ? Effect.succeed(withRequestId(refusedQuery.value, requestId, request))
+            : BODY_METHODS.has(request.method)
+              ? Effect.flatMap(checkBody(request), (refusal) =>
+                  Option.isSome(refusal)
+                    ? Effect.succeed(withRequestId(refusal.value, requestId, request))
+                    : handled
+                )
+              : handled
       return Effect.zipRight(tagged, checked).pipe(
         Effect.catchAllCause((cause) =>
           Cause.isInterruptedOnly(cause)

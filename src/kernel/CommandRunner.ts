@@ -55,6 +55,15 @@ export interface ExecuteOptions {
   readonly newStream?: boolean
 }
 
+/**
+ * `execute`'s options with the stream as the caller already holds it (the result of its previous
+ * command on the stream): the first attempt decides on it without reading the stream; a retry (the
+ * stream moved meanwhile: the append's expected version refused it) loads as usual.
+ */
+export interface ExecuteFromOptions<S> extends ExecuteOptions {
+  readonly loaded?: LoadedAggregate<S>
+}
+
 export interface CommandResult<S, E extends DomainEvent> {
   readonly state: S
   /** Stream version after the command (unchanged when the decision produced no events). */
@@ -98,7 +107,7 @@ export interface CommandRunnerShape {
     decider: Decider<C, E, S, Err>,
     streamId: string,
     command: C,
-    options?: ExecuteOptions
+    options?: ExecuteFromOptions<S>
   ) => Effect.Effect<CommandResult<S, E>, CommandError<Err>>
   readonly load: <C, E extends DomainEvent, S, Err>(
     decider: Decider<C, E, S, Err>,
@@ -356,12 +365,15 @@ export const makeCommandRunner = Effect.gen(function* () {
     decider: Decider<C, E, S, Err>,
     streamId: string,
     command: C,
-    options: ExecuteOptions
+    options: ExecuteOptions,
+    given?: LoadedAggregate<S>
   ) =>
     Effect.gen(function* () {
       const loaded = options.newStream
         ? { state: decider.initialState, version: 0, snapshotVersion: 0 }
-        : yield* load(decider, streamId)
+        : given !== undefined
+          ? { ...given, snapshotVersion: given.version }
+          : yield* load(decider, streamId)
       const decided = yield* decider.decide(command, loaded.state)
       if (decided.length === 0) return { state: loaded.state, version: loaded.version, events: [] }
       const newEvents = toNewEvents(decider, decided, options.eventIds)
@@ -506,11 +518,18 @@ export const makeCommandRunner = Effect.gen(function* () {
   const runner: CommandRunnerShape = {
     transact: (effect) => withTransactionState((joined) => (joined ? effect : owning(effect, {}))),
     retrying: (attempt, options = {}) => retrying(attempt, options),
-    execute: (decider, streamId, command, options = {}) =>
-      withTransactionState((joined) =>
+    execute: (decider, streamId, command, options = {}) => {
+      // The caller's `loaded` serves the first attempt only: a retry reads the stream.
+      let given = options.loaded
+      const once = Effect.suspend(() => {
+        const first = given
+        given = undefined
+        return attempt(decider, streamId, command, options, first)
+      })
+      return withTransactionState((joined) =>
         joined
-          ? attempt(decider, streamId, command, options)
-          : owning(attempt(decider, streamId, command, options), {
+          ? once
+          : owning(once, {
               streamId,
               ...(options.maxAttempts === undefined ? {} : { attempts: options.maxAttempts })
             })
@@ -519,7 +538,8 @@ export const makeCommandRunner = Effect.gen(function* () {
           captureStackTrace: false,
           attributes: { "stream.id": streamId, "aggregate.type": decider.streamType }
         })
-      ),
+      )
+    },
     load: (decider, streamId) =>
       Effect.map(load(decider, streamId), ({ state, version }) => ({ state, version })),
     loadMany,

@@ -24,6 +24,7 @@ import {
   PaymentStatus,
   RefundObject
 } from "./objects.js"
+import { ProcessorEventReceipt } from "./stripeEvents.js"
 import { TEST_CARDS } from "./testProcessor.js"
 
 // --- Request fields ----------------------------------------------------------------------------------
@@ -338,8 +339,28 @@ export class V1TestPaymentsApi extends HttpApiGroup.make("v1TestPayments")
   .annotate(OpenApi.Title, "Test helpers")
   .annotate(OpenApi.Description, "Routes that exist only with the test processor.") {}
 
+export class V1ProcessorEventsApi extends HttpApiGroup.make("v1ProcessorEvents")
+  .add(
+    HttpApiEndpoint.post("stripe", "/v1/processor-events/stripe")
+      .addSuccess(ProcessorEventReceipt)
+      .addError(NotFound)
+      .annotate(OpenApi.Summary, "Stripe's signed events (point Stripe's webhook endpoint here)")
+      .annotate(
+        OpenApi.Description,
+        "No credential: the `Stripe-Signature` header must sign the exact body with `STRIPE_WEBHOOK_SECRET` " +
+          "(else 400 `signature_missing` / `signature_invalid`). Applies `payment_intent.succeeded`, " +
+          "`.amount_capturable_updated`, `.requires_action`, `.payment_failed`, `charge.refunded` and " +
+          "`refund.*` to the payment intent they concern, exactly once whichever of the API answer and the " +
+          "event arrives first; anything else, or an object none of ours, is answered 200 `ignored`. Only " +
+          "with `PAYMENT_PROCESSOR=stripe` and `STRIPE_WEBHOOK_SECRET` (otherwise 404)."
+      )
+  )
+  .annotate(OpenApi.Title, "Processor events")
+  .annotate(OpenApi.Description, "Events the payment processor sends us, verified by its signature.") {}
+
 /** This context's routes on the service's API (`ApiBase`): what its handlers are built against. */
 export const PaymentsRoutes = ApiBase.add(V1PaymentIntentsApi)
   .add(V1PaymentIntentConfirmApi)
   .add(V1PaymentsApi)
   .add(V1TestPaymentsApi)
+  .add(V1ProcessorEventsApi)

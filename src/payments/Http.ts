@@ -6,8 +6,10 @@
 import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { authenticate, CredentialVerifier, CurrentActor } from "../http/Auth.js"
+import { BadRequest } from "../http/errors.js"
 import { PaymentsRoutes } from "./Api.js"
 import { Payments } from "./Payments.js"
+import { StripeEvents } from "./stripeEvents.js"
 
 const withActor = <A, E, R>(f: (actor: typeof CurrentActor.Service) => Effect.Effect<A, E, R>) =>
   Effect.flatMap(CurrentActor, f)
@@ -84,9 +86,28 @@ const TestPaymentsHttpLive = HttpApiBuilder.group(PaymentsRoutes, "v1TestPayment
   })
 )
 
+/** Stripe's events: the body is read as sent (the signature covers its exact bytes). */
+const ProcessorEventsHttpLive = HttpApiBuilder.group(PaymentsRoutes, "v1ProcessorEvents", (handlers) =>
+  Effect.gen(function* () {
+    const events = yield* StripeEvents
+    return handlers.handle("stripe", () =>
+      Effect.gen(function* () {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const payload = yield* request.text.pipe(
+          Effect.mapError(() =>
+            BadRequest.of({ code: "invalid_body", message: "the request body could not be read" })
+          )
+        )
+        return yield* events.receive(payload, request.headers["stripe-signature"])
+      })
+    )
+  })
+)
+
 export const PaymentsHttpLive = Layer.mergeAll(
   PaymentIntentsHttpLive,
   ConfirmHttpLive,
   PaymentsHttp,
-  TestPaymentsHttpLive
+  TestPaymentsHttpLive,
+  ProcessorEventsHttpLive
 )

@@ -27,9 +27,15 @@ import { AppConfig } from "../config.js"
 import { findCustomer } from "../customers/index.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import { type AuthenticatedActor, hasScope } from "../http/Auth.js"
-import { BadRequest, Forbidden, NotFound } from "../http/errors.js"
+import { BadRequest, Forbidden, NotFound, ServiceUnavailable } from "../http/errors.js"
 import type { V1ListParams } from "../http/Lists.js"
-import { type CommandError, CommandRunner, isConcurrencyConflict } from "../kernel/CommandRunner.js"
+import {
+  type CommandError,
+  type CommandResult,
+  CommandRunner,
+  isConcurrencyConflict,
+  type LoadedAggregate
+} from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import { type Metadata, metadataProblem } from "../kernel/Metadata.js"
 import * as Time from "../kernel/Time.js"
@@ -49,7 +55,13 @@ import {
   refundObjectOf
 } from "./decider.js"
 import { CardDeclined, orDieUnlessPaymentHttp, PaymentStateConflict } from "./errors.js"
-import type { CancellationReason, CaptureMethod, PaymentMethod, RefundReason } from "./events.js"
+import type {
+  CancellationReason,
+  CaptureMethod,
+  PaymentEvent,
+  PaymentMethod,
+  RefundReason
+} from "./events.js"
 import type { PaymentIntentObject, PaymentStatus, RefundObject } from "./objects.js"
 import { PaymentProcessor, type PaymentProcessorShape, type ProcessorUnavailable } from "./processor.js"
 import { listPayments, selectIntent, selectPayment, selectRefund } from "./queries.js"
@@ -188,10 +200,17 @@ export const makePayments = Effect.gen(function* () {
     Effect.provideService(effect, SqlClient.SqlClient, sql)
   const recoveryAfter = Duration.seconds(config.payments.recoveryAfterSeconds)
 
-  const execute = (paymentIntentId: string, command: PaymentCommand, metadata: EventMetadata) =>
+  /** `loaded`: the intent as this request's previous command left it (saves reading the stream). */
+  const execute = (
+    paymentIntentId: string,
+    command: PaymentCommand,
+    metadata: EventMetadata,
+    loaded?: LoadedAggregate<IntentState>
+  ) =>
     runner.execute(PaymentIntentDecider, paymentIntentStream(paymentIntentId), command, {
       metadata,
-      newStream: command._tag === "Create"
+      newStream: command._tag === "Create",
+      ...(loaded === undefined ? {} : { loaded })
     })
 
   /** Step 3: the outcome, recorded once; the safety net disarmed with it. */
@@ -199,19 +218,74 @@ export const makePayments = Effect.gen(function* () {
     paymentIntentId: string,
     key: string,
     outcome: ProcessorOutcome,
-    metadata: EventMetadata
-  ) =>
-    transact(
+    metadata: EventMetadata,
+    started?: LoadedAggregate<IntentState>
+  ) => {
+    // The state the call was started from serves the first try only (a retry of the transaction
+    // means the stream moved: it is read again).
+    let from = started
+    return transact(
       Effect.gen(function* () {
+        const loaded = from
+        from = undefined
+        // The safety net's row first, then the stream: the recovery worker completes its claim in
+        // that order too (DueWork.complete, then its writes), so the two never wait on each other
+        // crosswise (the opposite order deadlocked when the worker raced a slow request).
+        yield* work.cancel(PROCESSOR_CALL_KIND, key)
         const result = yield* execute(
           paymentIntentId,
           { _tag: "Record", idempotencyKey: key, outcome },
-          metadata
+          metadata,
+          loaded
         )
-        yield* work.cancel(PROCESSOR_CALL_KIND, key)
         return result.state
       })
     )
+  }
+
+  /** Step 1's second half: arms the safety net of the call a command started, if it started one. */
+  const arm = (paymentIntentId: string, dueAt: Date, result: CommandResult<IntentState, PaymentEvent>) =>
+    Effect.gen(function* () {
+      const op = startedOperation(result.state, result.events)
+      if (op !== undefined)
+        yield* work.schedule({ kind: PROCESSOR_CALL_KIND, key: op.key, dueAt, payload: { paymentIntentId } })
+      return { state: result.state, version: result.version, op }
+    })
+
+  /** A test-only crash point (`PAYMENTS_CRASH_AFTER_CALL`, test processor, never in production). */
+  const crashAfterCall =
+    config.payments.crashAfterCall && processor.name === "test" && config.nodeEnv !== "production"
+      ? Effect.sync(() => process.kill(process.pid, "SIGKILL"))
+      : Effect.void
+
+  /** Steps 2 and 3 of a started call (nothing when the command started none). */
+  const finish = (
+    paymentIntentId: string,
+    started: { readonly state: IntentState; readonly version: number; readonly op: Operation | undefined },
+    metadata: EventMetadata
+  ) =>
+    Effect.gen(function* () {
+      if (started.op === undefined) return started.state
+      const op = started.op
+      const outcome = yield* Effect.either(callFor(processor, started.state, op))
+      if (outcome._tag === "Left") {
+        yield* Effect.logWarning(
+          `payments: ${op.key} unanswered (${outcome.left.message}); the worker asks again`
+        )
+        return started.state
+      }
+      yield* crashAfterCall
+      // Writers on the stream kept winning the race (other processes' refunds): the call is made
+      // and the worker will record it; the client gets the state as it stands rather than a 500.
+      return yield* recordOutcome(paymentIntentId, op.key, outcome.right, metadata, started).pipe(
+        Effect.catchIf(isConcurrencyConflict, () =>
+          Effect.as(
+            Effect.logWarning(`payments: ${op.key} answered but not recorded yet; the worker records it`),
+            started.state
+          )
+        )
+      )
+    })
 
   /**
    * Runs a command that may start a processor call, then the call and its record (steps 1–3 above).
@@ -222,38 +296,11 @@ export const makePayments = Effect.gen(function* () {
     Effect.gen(function* () {
       const dueAt = yield* Time.fromNow(recoveryAfter)
       const started = yield* transact(
-        Effect.gen(function* () {
-          const result = yield* execute(paymentIntentId, command, metadata)
-          const op = startedOperation(result.state, result.events)
-          if (op !== undefined)
-            yield* work.schedule({
-              kind: PROCESSOR_CALL_KIND,
-              key: op.key,
-              dueAt,
-              payload: { paymentIntentId }
-            })
-          return { state: result.state, op }
-        })
-      )
-      if (started.op === undefined) return started.state
-      const op = started.op
-      const outcome = yield* Effect.either(callFor(processor, started.state, op))
-      if (outcome._tag === "Left") {
-        yield* Effect.logWarning(
-          `payments: ${op.key} unanswered (${outcome.left.message}); the worker asks again`
-        )
-        return started.state
-      }
-      // Writers on the stream kept winning the race (other processes' refunds): the call is made
-      // and the worker will record it; the client gets the state as it stands rather than a 500.
-      return yield* recordOutcome(paymentIntentId, op.key, outcome.right, metadata).pipe(
-        Effect.catchIf(isConcurrencyConflict, () =>
-          Effect.as(
-            Effect.logWarning(`payments: ${op.key} answered but not recorded yet; the worker records it`),
-            started.state
-          )
+        Effect.flatMap(execute(paymentIntentId, command, metadata), (result) =>
+          arm(paymentIntentId, dueAt, result)
         )
       )
+      return yield* finish(paymentIntentId, started, metadata)
     })
 
   /** The intent once the call under `key` is recorded (polled; another request or the worker records it). */
@@ -281,19 +328,35 @@ export const makePayments = Effect.gen(function* () {
 
   const resolvePaymentMethod = (
     input: string | undefined
-  ): Effect.Effect<PaymentMethod | null, BadRequest> => {
+  ): Effect.Effect<PaymentMethod | null, BadRequest | ServiceUnavailable> => {
     if (input === undefined) return Effect.succeed(null)
-    return Option.match(processor.resolvePaymentMethod(input), {
-      onNone: () =>
+    return processor.resolvePaymentMethod(input).pipe(
+      // The Stripe adapter looks the token up: no answer → 503, retry (nothing was charged).
+      Effect.catchTag("ProcessorUnavailable", (e) =>
         Effect.fail(
-          BadRequest.of({
-            code: "parameter_invalid",
-            message: `No such payment method: ${JSON.stringify(input.slice(0, 40))} (a ${processor.name} processor token, e.g. pm_card_visa)`,
-            param: "paymentMethod"
+          new ServiceUnavailable({
+            error: {
+              type: "api_error",
+              code: "processor_unavailable",
+              message: `The payment processor did not answer (${e.message}); nothing was charged, retry`
+            }
           })
-        ),
-      onSome: (pm) => Effect.succeed(pm)
-    })
+        )
+      ),
+      Effect.flatMap(
+        Option.match({
+          onNone: () =>
+            Effect.fail(
+              BadRequest.of({
+                code: "parameter_invalid",
+                message: `No such payment method: ${JSON.stringify(input.slice(0, 40))} (a ${processor.name} processor token, e.g. pm_card_visa)`,
+                param: "paymentMethod"
+              })
+            ),
+          onSome: (pm) => Effect.succeed(pm)
+        })
+      )
+    )
   }
 
   const checkMetadata = (metadata: Metadata | undefined) => {
@@ -441,10 +504,16 @@ export const makePayments = Effect.gen(function* () {
           callKeyPrefix: `ik_${createHash("sha256").update(`${actor.type}:${actor.id}:${requestKey}`).digest("hex").slice(0, 32)}`
         }
 
+  /**
+   * Creates the intent; with `confirmAs` (a payment id) and a payment method, also starts its
+   * confirmation in the same transaction (step 1 of the call: one transaction, not two), and
+   * answers the started call as `started`.
+   */
   const createIntentState = (
     actor: AuthenticatedActor,
     input: NewIntentInput,
-    requestKey: string | undefined
+    requestKey: string | undefined,
+    confirmAs?: string
   ) =>
     Effect.gen(function* () {
       const paymentMethod = yield* resolvePaymentMethod(input.paymentMethod)
@@ -453,43 +522,67 @@ export const makePayments = Effect.gen(function* () {
       const paymentIntentId = yield* Ids.make("pi")
       const clientSecret = `${paymentIntentId}_secret_${randomBytes(16).toString("hex")}`
       const metadata = yield* commandMetadata(actor)
-      const result = yield* transact(
-        execute(
-          paymentIntentId,
-          {
-            _tag: "Create",
+      const dueAt = yield* Time.fromNow(recoveryAfter)
+      const confirmNow = confirmAs !== undefined && paymentMethod !== null ? confirmAs : undefined
+      const { result, started } = yield* transact(
+        Effect.gen(function* () {
+          const result = yield* execute(
             paymentIntentId,
-            amount: input.amount,
-            currency: input.currency,
-            captureMethod: input.captureMethod ?? "automatic",
-            customerId: input.customerId ?? null,
-            description: input.description ?? null,
-            metadata: input.metadata ?? {},
-            paymentMethod,
-            clientSecretHash: hashSecret(clientSecret),
-            processor: processor.name,
-            ...callKeyPrefixOf(actor, requestKey)
-          },
-          metadata
-        )
+            {
+              _tag: "Create",
+              paymentIntentId,
+              amount: input.amount,
+              currency: input.currency,
+              captureMethod: input.captureMethod ?? "automatic",
+              customerId: input.customerId ?? null,
+              description: input.description ?? null,
+              metadata: input.metadata ?? {},
+              paymentMethod,
+              clientSecretHash: hashSecret(clientSecret),
+              processor: processor.name,
+              ...callKeyPrefixOf(actor, requestKey)
+            },
+            metadata
+          )
+          if (confirmNow === undefined) return { result, started: undefined }
+          const confirmed = yield* execute(
+            paymentIntentId,
+            { _tag: "Confirm", paymentMethod: null, paymentId: confirmNow },
+            metadata,
+            { state: result.state, version: result.version }
+          )
+          return { result, started: yield* arm(paymentIntentId, dueAt, confirmed) }
+        })
       )
-      return { state: result.state, clientSecret, metadata }
+      return { state: result.state, clientSecret, metadata, started }
     })
+
+  /** A confirmation started with the intent's creation (`createIntentState`'s `started`), finished. */
+  const finishCreated = (
+    created: Effect.Effect.Success<ReturnType<typeof createIntentState>>,
+    paymentId: string
+  ) => {
+    const id = created.state.paymentIntentId
+    return created.started === undefined
+      ? confirmation(id, { _tag: "Confirm", paymentMethod: null, paymentId }, created.metadata).pipe(
+          Effect.catchAll(withCurrent(id))
+        )
+      : finish(id, created.started, created.metadata).pipe(
+          Effect.map((state) => ({ state, paymentId })),
+          Effect.catchAll(withCurrent(id))
+        )
+  }
 
   // --- Payment intents ------------------------------------------------------------------------------
 
   /** `requestKey`: the request's `Idempotency-Key`, if it has one. */
   const createIntent = (actor: AuthenticatedActor, input: NewIntentInput, requestKey?: string) =>
     Effect.gen(function* () {
-      const created = yield* createIntentState(actor, input, requestKey)
+      const paymentId = input.confirm === true ? yield* Ids.make("pay") : undefined
+      const created = yield* createIntentState(actor, input, requestKey, paymentId)
       let state = created.state
-      if (input.confirm === true) {
-        const paymentId = yield* Ids.make("pay")
-        const confirmed = yield* confirmation(
-          state.paymentIntentId,
-          { _tag: "Confirm", paymentMethod: null, paymentId },
-          created.metadata
-        ).pipe(Effect.catchAll(withCurrent(state.paymentIntentId)))
+      if (paymentId !== undefined) {
+        const confirmed = yield* finishCreated(created, paymentId)
         state = confirmed.state
         if (attemptDeclined(state, confirmed.paymentId))
           return yield* declined(state, "paymentIntent", created.clientSecret)
@@ -593,13 +686,9 @@ export const makePayments = Effect.gen(function* () {
   /** `POST /v1/payments`: an intent created and confirmed in one call; answers its payment. */
   const createPayment = (actor: AuthenticatedActor, input: NewPaymentInput, requestKey?: string) =>
     Effect.gen(function* () {
-      const created = yield* createIntentState(actor, input, requestKey)
       const paymentId = yield* Ids.make("pay")
-      const { state } = yield* confirmation(
-        created.state.paymentIntentId,
-        { _tag: "Confirm", paymentMethod: null, paymentId },
-        created.metadata
-      ).pipe(Effect.catchAll(withCurrent(created.state.paymentIntentId)))
+      const created = yield* createIntentState(actor, input, requestKey, paymentId)
+      const { state } = yield* finishCreated(created, paymentId)
       if (attemptDeclined(state, paymentId)) return yield* declined(state, "payment")
       const payment = state.payments.find((p) => p.paymentId === paymentId) ?? latestPayment(state)
       if (payment === undefined) return yield* Effect.dieMessage("a confirmed intent has no payment")

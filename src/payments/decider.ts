@@ -343,7 +343,17 @@ const evolve = (state: IntentState, event: Recorded<PaymentEvent> | PaymentEvent
         attempts: d.attempt,
         lastPaymentError: null,
         nextAction: null,
-        payments: [...state.payments, payment],
+        payments: [
+          ...(d.abandonedPaymentId === undefined
+            ? state.payments
+            : updatePayment(state, d.abandonedPaymentId, (p) => ({
+                ...p,
+                status: "canceled",
+                canceledAt: at,
+                updatedAt: at
+              }))),
+          payment
+        ],
         operations: [
           ...state.operations,
           { kind: "authorize", key: d.idempotencyKey, paymentId: d.paymentId }
@@ -564,11 +574,17 @@ const confirm = (state: IntentState, command: Extract<PaymentCommand, { _tag: "C
     return Effect.fail(
       new ConfirmationInProgress({ idempotencyKey: running.key, paymentId: running.paymentId })
     )
-  if (state.status !== "requires_payment_method" && state.status !== "requires_confirmation")
+  // Stripe: while the customer's action is required, a confirm must bring a new payment method
+  // (which abandons the attempt waiting for it); without one it is refused.
+  const replacing = state.status === "requires_action" && command.paymentMethod !== null
+  if (state.status !== "requires_payment_method" && state.status !== "requires_confirmation" && !replacing)
     return unexpected(
       state,
-      `This PaymentIntent's status is ${state.status}: only one in requires_payment_method or requires_confirmation can be confirmed.`
+      state.status === "requires_action"
+        ? "This PaymentIntent requires the customer's action (nextAction): complete it, or confirm with a new paymentMethod."
+        : `This PaymentIntent's status is ${state.status}: only one in requires_payment_method, requires_confirmation or (with a new paymentMethod) requires_action can be confirmed.`
     )
+  const abandoned = replacing ? latestPayment(state) : undefined
   const paymentMethod = command.paymentMethod ?? state.paymentMethod
   if (paymentMethod === null)
     return Effect.fail(new PaymentMethodMissing({ paymentIntentId: state.paymentIntentId }))
@@ -580,7 +596,8 @@ const confirm = (state: IntentState, command: Extract<PaymentCommand, { _tag: "C
       idempotencyKey: `${state.callKeyPrefix}:confirm:${attempt}`,
       attempt,
       paymentMethod,
-      capture: state.captureMethod === "automatic"
+      capture: state.captureMethod === "automatic",
+      ...(abandoned === undefined ? {} : { abandonedPaymentId: abandoned.paymentId })
     })
   ])
 }

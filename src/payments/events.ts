@@ -38,10 +38,16 @@ export type CardDetails = typeof CardDetails.Type
 export const PaymentMethod = Schema.Struct({ token: Schema.String, ...CardDetails.fields })
 export type PaymentMethod = typeof PaymentMethod.Type
 
-/** What the customer must do before the payment can go on (3-D Secure). */
+/**
+ * What the customer must do before the payment can go on (3-D Secure): follow `url`
+ * (`use_test_authentication`, `redirect_to_url`), or — `use_stripe_sdk`, the Stripe adapter — let
+ * Stripe.js handle it (`stripe.handleNextAction({ clientSecret })`) with Stripe's client secret of
+ * the processor's payment intent, which lets a browser complete that payment and nothing else.
+ */
 export const NextAction = Schema.Struct({
-  type: Schema.Literal("use_test_authentication", "redirect_to_url"),
-  url: Schema.String
+  type: Schema.Literal("use_test_authentication", "redirect_to_url", "use_stripe_sdk"),
+  url: Schema.optional(Schema.String),
+  clientSecret: Schema.optional(Schema.String)
 })
 export type NextAction = typeof NextAction.Type
 
@@ -80,7 +86,12 @@ export const PaymentAttemptStarted = defineEvent("payment_intent.attempt_started
     attempt: Schema.Int,
     paymentMethod: PaymentMethod,
     /** Capture with the authorization (`captureMethod: automatic`). */
-    capture: Schema.Boolean
+    capture: Schema.Boolean,
+    /**
+     * The payment left waiting for the customer's authentication (`requires_action`) when a new
+     * payment method was confirmed instead, as Stripe allows: it is canceled with this event.
+     */
+    abandonedPaymentId: Schema.optional(Schema.String)
   })
 })
 

@@ -22,6 +22,7 @@ import type {
 } from "./decider.js"
 import type { CancellationReason, CaptureMethod, RefundReason } from "./events.js"
 import type { PaymentIntentObject, RefundObject } from "./objects.js"
+import type { ProcessorUnavailable } from "./processor.js"
 
 export {
   AmountTooLarge,
@@ -34,6 +35,7 @@ export {
 } from "./decider.js"
 export * from "./events.js"
 export type { PaymentIntentObject, PaymentObject, RefundObject } from "./objects.js"
+export { ProcessorUnavailable } from "./processor.js"
 export { findPayment, findPaymentIntent } from "./queries.js"
 
 /** The processor does not know this payment method (a token or test card it cannot resolve). */
@@ -82,7 +84,7 @@ export interface PaymentsPortShape {
   readonly createIntent: (
     input: NewIntentCommand,
     metadata: EventMetadata
-  ) => Effect.Effect<IntentWithSecret, UnknownPaymentMethod | PaymentsPortError>
+  ) => Effect.Effect<IntentWithSecret, UnknownPaymentMethod | ProcessorUnavailable | PaymentsPortError>
   /**
    * Confirms: the three-step processor call (recorded as started, made, outcome recorded), or the
    * outcome of a concurrent confirmation's call. Must NOT run inside a transaction (the call would
@@ -94,7 +96,12 @@ export interface PaymentsPortShape {
     metadata: EventMetadata
   ) => Effect.Effect<
     ConfirmOutcome,
-    UnknownPaymentMethod | PaymentIntentNotFound | UnexpectedState | PaymentMethodMissing | PaymentsPortError
+    | UnknownPaymentMethod
+    | ProcessorUnavailable
+    | PaymentIntentNotFound
+    | UnexpectedState
+    | PaymentMethodMissing
+    | PaymentsPortError
   >
   /**
    * Cancels the intent: an authorization (or a pending 3-D Secure) is voided at the processor first

@@ -3,6 +3,7 @@
  * registers it: its events, projection, the processor-call safety net, routes and handlers, the
  * configured processor and its use cases.
  */
+import { Layer } from "effect"
 import { PaymentsRoutes } from "./Api.js"
 import { paymentEventTypes } from "./events.js"
 import { PaymentsHttpLive } from "./Http.js"
@@ -11,6 +12,7 @@ import { PaymentsPortLive } from "./port.js"
 import { PaymentProcessorLive } from "./processor.js"
 import { PaymentsProjection } from "./projection.js"
 import { processorCallRecovery } from "./recovery.js"
+import { StripeEventsLive } from "./stripeEvents.js"
 
 export const paymentsModule = {
   name: "payments",
@@ -22,5 +24,5 @@ export const paymentsModule = {
   http: PaymentsHttpLive,
   infra: PaymentProcessorLive,
   port: PaymentsPortLive,
-  services: PaymentsLive
+  services: Layer.merge(PaymentsLive, StripeEventsLive)
 } as const

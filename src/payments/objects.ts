@@ -117,8 +117,11 @@ export type RefundObject = typeof RefundObject.Type
 /** What `payment.refunded` carries: the payment after the refund, and the refund. */
 export const PaymentRefundedSnapshot = Schema.Struct({ ...PaymentObject.fields, refund: RefundObject })
 
-/** The test processor's payments are not live (Stripe's `livemode`). */
-export const isLive = (processor: string) => processor !== "test"
+/**
+ * Stripe's `livemode`: the test processor's payments are not live, nor those made with a Stripe test
+ * key (processor `stripe_test`, stripeProcessor.ts).
+ */
+export const isLive = (processor: string) => processor !== "test" && !processor.endsWith("_test")
 
 export const encodePayment = Schema.encodeSync(PaymentObject)
 export const encodeRefunded = Schema.encodeSync(PaymentRefundedSnapshot)

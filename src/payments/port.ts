@@ -78,10 +78,13 @@ export const makePaymentsPort = Effect.gen(function* () {
     runner.load(PaymentIntentDecider, paymentIntentStream(paymentIntentId))
 
   const resolve = (paymentMethod: string) =>
-    Option.match(processor.resolvePaymentMethod(paymentMethod), {
-      onNone: () => Effect.fail(new UnknownPaymentMethod({ paymentMethod, processor: processor.name })),
-      onSome: (pm) => Effect.succeed(pm)
-    })
+    Effect.flatMap(
+      processor.resolvePaymentMethod(paymentMethod),
+      Option.match({
+        onNone: () => Effect.fail(new UnknownPaymentMethod({ paymentMethod, processor: processor.name })),
+        onSome: (pm) => Effect.succeed(pm)
+      })
+    )
 
   const createIntent = (
     input: Parameters<typeof PaymentsPort.Service.createIntent>[0],

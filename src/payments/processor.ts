@@ -6,10 +6,11 @@
  * interface knows which processor it is; an adapter (Stripe) passes the key on as its own
  * `Idempotency-Key`.
  */
-import { Context, Data, Effect, Layer, type Option } from "effect"
+import { Context, Data, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.js"
 import type { NextAction, PaymentMethod, RefundReason } from "./events.js"
-import { makeTestProcessor } from "./testProcessor.js"
+import { StripeWebhook } from "./stripeObjects.js"
+import { testProcessor } from "./testProcessor.js"
 
 export interface AuthorizeRequest {
   readonly idempotencyKey: string
@@ -84,16 +85,22 @@ export interface ProcessorCall {
 
 /** The test processor's record of its calls, by idempotency key, in the order first asked. */
 export interface ProcessorLedger {
-  readonly calls: () => ReadonlyArray<ProcessorCall>
+  /** The calls whose key starts with `prefix` (all by default). */
+  readonly calls: (prefix?: string) => Effect.Effect<ReadonlyArray<ProcessorCall>>
 }
 
 export interface PaymentProcessorShape {
   readonly name: string
   /**
    * The payment method a client's `paymentMethod` names (a token, or a test card number for the
-   * test processor), or None for one this processor does not know: refused before any call.
+   * test processor), or None for one this processor does not know: refused before any charge. The
+   * test processor knows its tokens by heart; the Stripe adapter retrieves the PaymentMethod (its
+   * brand, last four digits and expiry), and fails with `ProcessorUnavailable` when Stripe does not
+   * answer.
    */
-  readonly resolvePaymentMethod: (input: string) => Option.Option<PaymentMethod>
+  readonly resolvePaymentMethod: (
+    input: string
+  ) => Effect.Effect<Option.Option<PaymentMethod>, ProcessorUnavailable>
   readonly authorize: (request: AuthorizeRequest) => Effect.Effect<AuthorizationResult, ProcessorUnavailable>
   /**
    * Completes a `requires_action` authorization with the customer's answer. Only processors that
@@ -116,12 +123,38 @@ export class PaymentProcessor extends Context.Tag("payments/PaymentProcessor")<
 >() {}
 
 /** The processor `PAYMENT_PROCESSOR` names (config.ts refuses to start without one in production). */
-export const PaymentProcessorLive = Layer.effect(
-  PaymentProcessor,
-  Effect.map(AppConfig, (config): PaymentProcessorShape => {
+export const PaymentProcessorLive = Layer.scopedContext(
+  Effect.flatMap(AppConfig, (config) => {
     switch (config.payments.processor) {
       case "test":
-        return makeTestProcessor()
+        return Effect.map(testProcessor, (processor) =>
+          Context.make(PaymentProcessor, processor).pipe(Context.add(StripeWebhook, Option.none()))
+        )
+      case "stripe":
+        return Option.match(config.payments.stripe, {
+          onNone: () => Effect.dieMessage("PAYMENT_PROCESSOR=stripe without its settings (config.ts)"),
+          onSome: (settings) =>
+            Effect.gen(function* () {
+              // Loaded only here: the SDK costs a quarter of a second of start-up to services without it.
+              const { makeStripe, makeStripeProcessor, makeStripeWebhook, stripeProcessorName } =
+                yield* Effect.promise(() => import("./stripeProcessor.js"))
+              const stripe = makeStripe(settings)
+              if (Option.isNone(settings.webhookSecret))
+                yield* Effect.logWarning(
+                  "payments: STRIPE_WEBHOOK_SECRET is not set — POST /v1/processor-events/stripe answers 404, " +
+                    "so 3-D Secure payments completed at Stripe are never recorded here"
+                )
+              return Context.make(
+                PaymentProcessor,
+                makeStripeProcessor(stripe, stripeProcessorName(settings))
+              ).pipe(
+                Context.add(
+                  StripeWebhook,
+                  Option.map(settings.webhookSecret, (secret) => makeStripeWebhook(stripe, secret))
+                )
+              )
+            })
+        })
     }
   })
 )

@@ -24,127 +24,146 @@ export const PaymentsProjection = defineProjection({
       const intents = sql(target.table(INTENTS))
       const payments = sql(target.table(PAYMENTS))
       const refunds = sql(target.table(REFUNDS))
-      /** Moves the intent row to this event's version; false when there is nothing (more) to apply. */
-      const advance = (paymentIntentId: string, version: number, at: Date) =>
-        Effect.map(
-          sql`UPDATE ${intents} SET version = ${version}, updated_at = ${at}
-            WHERE payment_intent_id = ${paymentIntentId} AND version < ${version} RETURNING 1 AS ok`,
-          (rows) => rows.length > 0
-        )
       const json = (value: unknown) => (value === null ? null : JSON.stringify(value))
+      // Each event is ONE statement: the intent row moves to the event's version (and the event's
+      // changes of it) only when it is behind it, and the other rows change only when it did (a CTE).
+      const ahead = (paymentIntentId: string, version: number) =>
+        sql`payment_intent_id = ${paymentIntentId} AND version < ${version}`
       for (const e of events) {
         const at = e.recordedAt
-        if (e.type === "payment_intent.created") {
-          const d = e.data
-          yield* sql`INSERT INTO ${intents} (payment_intent_id, amount, currency, status, capture_method, customer_id,
-              description, payment_method, metadata, processor, created_at, updated_at, version)
-            VALUES (${d.paymentIntentId}, ${d.amount}, ${d.currency},
-              ${d.paymentMethod === null ? "requires_payment_method" : "requires_confirmation"}, ${d.captureMethod},
-              ${d.customerId}, ${d.description}, ${json(d.paymentMethod)}::jsonb, ${JSON.stringify(d.metadata)}::jsonb,
-              ${d.processor}, ${at}, ${at}, ${e.streamVersion})
-            ON CONFLICT (payment_intent_id) DO NOTHING`
-          continue
-        }
-        if (!(yield* advance(e.data.paymentIntentId, e.streamVersion, at))) continue
+        const v = e.streamVersion
         switch (e.type) {
+          case "payment_intent.created": {
+            const d = e.data
+            yield* sql`INSERT INTO ${intents} (payment_intent_id, amount, currency, status, capture_method, customer_id,
+                description, payment_method, metadata, processor, call_key_prefix, created_at, updated_at, version)
+              VALUES (${d.paymentIntentId}, ${d.amount}, ${d.currency},
+                ${d.paymentMethod === null ? "requires_payment_method" : "requires_confirmation"}, ${d.captureMethod},
+                ${d.customerId}, ${d.description}, ${json(d.paymentMethod)}::jsonb, ${JSON.stringify(d.metadata)}::jsonb,
+                ${d.processor}, ${d.callKeyPrefix ?? d.paymentIntentId}, ${at}, ${at}, ${v})
+              ON CONFLICT (payment_intent_id) DO NOTHING`
+            break
+          }
           case "payment_intent.attempt_started": {
             const d = e.data
-            yield* sql`UPDATE ${intents} SET status = 'processing', payment_method = ${json(d.paymentMethod)}::jsonb,
-                last_payment_error = NULL, next_action = NULL, latest_payment_id = ${d.paymentId}
-              WHERE payment_intent_id = ${d.paymentIntentId}`
-            yield* sql`INSERT INTO ${payments} (payment_id, payment_intent_id, customer_id, amount, currency, status,
+            yield* sql`WITH i AS (
+                UPDATE ${intents} SET version = ${v}, updated_at = ${at}, status = 'processing',
+                  payment_method = ${json(d.paymentMethod)}::jsonb, last_payment_error = NULL, next_action = NULL,
+                  latest_payment_id = ${d.paymentId}
+                WHERE ${ahead(d.paymentIntentId, v)}
+                RETURNING payment_intent_id, customer_id, amount, currency, capture_method, processor, description, metadata),
+              abandoned AS (
+                UPDATE ${payments} SET status = 'canceled', canceled_at = ${at}, updated_at = ${at}
+                WHERE payment_id = ${d.abandonedPaymentId ?? null} AND EXISTS (SELECT 1 FROM i))
+              INSERT INTO ${payments} (payment_id, payment_intent_id, customer_id, amount, currency, status,
                 capture_method, payment_method, processor, description, metadata, created_at, updated_at)
               SELECT ${d.paymentId}, payment_intent_id, customer_id, amount, currency, 'pending', capture_method,
-                ${json(d.paymentMethod)}::jsonb, processor, description, metadata, ${at}, ${at}
-                FROM ${intents} WHERE payment_intent_id = ${d.paymentIntentId}
+                ${json(d.paymentMethod)}::jsonb, processor, description, metadata, ${at}, ${at} FROM i
               ON CONFLICT (payment_id) DO NOTHING`
             break
           }
           case "payment_intent.payment_authorized": {
             const d = e.data
             const captured = d.captured ? d.amount : 0
-            yield* sql`UPDATE ${intents} SET status = ${d.captured ? "succeeded" : "requires_capture"}, next_action = NULL,
-                amount_capturable = ${d.captured ? 0 : d.amount}, amount_received = amount_received + ${captured}
-              WHERE payment_intent_id = ${d.paymentIntentId}`
-            yield* sql`UPDATE ${payments} SET status = ${d.captured ? "succeeded" : "authorized"},
+            yield* sql`WITH i AS (
+                UPDATE ${intents} SET version = ${v}, updated_at = ${at},
+                  status = ${d.captured ? "succeeded" : "requires_capture"}, next_action = NULL,
+                  amount_capturable = ${d.captured ? 0 : d.amount}, amount_received = amount_received + ${captured}
+                WHERE ${ahead(d.paymentIntentId, v)} RETURNING 1)
+              UPDATE ${payments} SET status = ${d.captured ? "succeeded" : "authorized"},
                 processor_reference = ${d.processorReference}, amount_captured = ${captured}, authorized_at = ${at},
                 captured_at = ${d.captured ? at : null}, updated_at = ${at}
-              WHERE payment_id = ${d.paymentId}`
+              WHERE payment_id = ${d.paymentId} AND EXISTS (SELECT 1 FROM i)`
             break
           }
           case "payment_intent.action_required": {
             const d = e.data
-            yield* sql`UPDATE ${intents} SET status = 'requires_action', next_action = ${JSON.stringify(d.nextAction)}::jsonb
-              WHERE payment_intent_id = ${d.paymentIntentId}`
-            yield* sql`UPDATE ${payments} SET processor_reference = ${d.processorReference}, updated_at = ${at}
-              WHERE payment_id = ${d.paymentId}`
+            yield* sql`WITH i AS (
+                UPDATE ${intents} SET version = ${v}, updated_at = ${at}, status = 'requires_action',
+                  next_action = ${JSON.stringify(d.nextAction)}::jsonb
+                WHERE ${ahead(d.paymentIntentId, v)} RETURNING 1)
+              UPDATE ${payments} SET processor_reference = ${d.processorReference}, updated_at = ${at}
+              WHERE payment_id = ${d.paymentId} AND EXISTS (SELECT 1 FROM i)`
             break
           }
           case "payment_intent.authentication_started":
-            yield* sql`UPDATE ${intents} SET status = 'processing', next_action = NULL
-              WHERE payment_intent_id = ${e.data.paymentIntentId}`
+            yield* sql`UPDATE ${intents} SET version = ${v}, updated_at = ${at}, status = 'processing', next_action = NULL
+              WHERE ${ahead(e.data.paymentIntentId, v)}`
             break
           case "payment_intent.payment_failed": {
             const d = e.data
-            yield* sql`UPDATE ${intents} i SET status = 'requires_payment_method', payment_method = NULL, next_action = NULL,
-                last_payment_error = jsonb_build_object('type', 'card_error', 'code', ${d.code}::text,
-                  'declineCode', ${d.declineCode}::text, 'message', ${d.message}::text, 'paymentMethod', p.payment_method)
-              FROM ${payments} p
-              WHERE i.payment_intent_id = ${d.paymentIntentId} AND p.payment_id = ${d.paymentId}`
-            yield* sql`UPDATE ${payments} SET status = 'failed', failure_code = ${d.code}, decline_code = ${d.declineCode},
+            yield* sql`WITH i AS (
+                UPDATE ${intents} SET version = ${v}, updated_at = ${at}, status = 'requires_payment_method',
+                  payment_method = NULL, next_action = NULL,
+                  last_payment_error = jsonb_build_object('type', 'card_error', 'code', ${d.code}::text,
+                    'declineCode', ${d.declineCode}::text, 'message', ${d.message}::text,
+                    'paymentMethod', (SELECT p.payment_method FROM ${payments} p WHERE p.payment_id = ${d.paymentId}))
+                WHERE ${ahead(d.paymentIntentId, v)} RETURNING 1)
+              UPDATE ${payments} SET status = 'failed', failure_code = ${d.code}, decline_code = ${d.declineCode},
                 failure_message = ${d.message}, updated_at = ${at}
-              WHERE payment_id = ${d.paymentId}`
+              WHERE payment_id = ${d.paymentId} AND EXISTS (SELECT 1 FROM i)`
             break
           }
           case "payment_intent.payment_captured": {
             const d = e.data
-            yield* sql`UPDATE ${intents} SET status = 'succeeded', amount_capturable = 0,
-                amount_received = amount_received + ${d.amount}
-              WHERE payment_intent_id = ${d.paymentIntentId}`
-            yield* sql`UPDATE ${payments} SET status = 'succeeded', amount_captured = ${d.amount}, captured_at = ${at},
+            yield* sql`WITH i AS (
+                UPDATE ${intents} SET version = ${v}, updated_at = ${at}, status = 'succeeded', amount_capturable = 0,
+                  amount_received = amount_received + ${d.amount}
+                WHERE ${ahead(d.paymentIntentId, v)} RETURNING 1)
+              UPDATE ${payments} SET status = 'succeeded', amount_captured = ${d.amount}, captured_at = ${at},
                 updated_at = ${at}
-              WHERE payment_id = ${d.paymentId}`
+              WHERE payment_id = ${d.paymentId} AND EXISTS (SELECT 1 FROM i)`
             break
           }
           case "payment_intent.canceled": {
             const d = e.data
-            yield* sql`UPDATE ${intents} SET status = 'canceled', next_action = NULL, amount_capturable = 0,
-                cancellation_reason = ${d.cancellationReason}, canceled_at = ${at}
-              WHERE payment_intent_id = ${d.paymentIntentId}`
-            if (d.paymentId !== null)
-              yield* sql`UPDATE ${payments} SET status = 'canceled', canceled_at = ${at}, updated_at = ${at}
-                WHERE payment_id = ${d.paymentId}`
+            yield* sql`WITH i AS (
+                UPDATE ${intents} SET version = ${v}, updated_at = ${at}, status = 'canceled', next_action = NULL,
+                  amount_capturable = 0, cancellation_reason = ${d.cancellationReason}, canceled_at = ${at}
+                WHERE ${ahead(d.paymentIntentId, v)} RETURNING 1)
+              UPDATE ${payments} SET status = 'canceled', canceled_at = ${at}, updated_at = ${at}
+              WHERE payment_id = ${d.paymentId} AND EXISTS (SELECT 1 FROM i)`
             break
           }
           case "payment_intent.refund_started": {
             const d = e.data
-            yield* sql`INSERT INTO ${refunds} (refund_id, payment_id, payment_intent_id, amount, currency, status, reason,
+            yield* sql`WITH i AS (
+                UPDATE ${intents} SET version = ${v}, updated_at = ${at}
+                WHERE ${ahead(d.paymentIntentId, v)} RETURNING payment_intent_id, currency)
+              INSERT INTO ${refunds} (refund_id, payment_id, payment_intent_id, amount, currency, status, reason,
                 created_at, updated_at)
               SELECT ${d.refundId}, ${d.paymentId}, payment_intent_id, ${d.amount}, currency, 'pending', ${d.reason},
-                ${at}, ${at}
-                FROM ${intents} WHERE payment_intent_id = ${d.paymentIntentId}
+                ${at}, ${at} FROM i
               ON CONFLICT (refund_id) DO NOTHING`
             break
           }
           case "payment_intent.refund_succeeded": {
             const d = e.data
-            yield* sql`UPDATE ${payments} SET amount_refunded = ${d.amountRefunded},
-                status = CASE WHEN ${d.amountRefunded} >= amount_captured THEN 'refunded' ELSE 'partially_refunded' END,
+            yield* sql`WITH i AS (
+                UPDATE ${intents} SET version = ${v}, updated_at = ${at}
+                WHERE ${ahead(d.paymentIntentId, v)} RETURNING 1),
+              p AS (
+                UPDATE ${payments} SET amount_refunded = ${d.amountRefunded},
+                  status = CASE WHEN ${d.amountRefunded} >= amount_captured THEN 'refunded' ELSE 'partially_refunded' END,
+                  updated_at = ${at}
+                WHERE payment_id = ${d.paymentId} AND EXISTS (SELECT 1 FROM i) RETURNING 1)
+              UPDATE ${refunds} SET status = 'succeeded', processor_reference = ${d.processorReference},
                 updated_at = ${at}
-              WHERE payment_id = ${d.paymentId}`
-            yield* sql`UPDATE ${refunds} SET status = 'succeeded', processor_reference = ${d.processorReference},
-                updated_at = ${at}
-              WHERE refund_id = ${d.refundId}`
+              WHERE refund_id = ${d.refundId} AND EXISTS (SELECT 1 FROM i)`
             break
           }
           case "payment_intent.refund_failed": {
             const d = e.data
-            yield* sql`UPDATE ${refunds} SET status = 'failed', failure_reason = ${d.failureReason}, updated_at = ${at}
-              WHERE refund_id = ${d.refundId}`
+            yield* sql`WITH i AS (
+                UPDATE ${intents} SET version = ${v}, updated_at = ${at}
+                WHERE ${ahead(d.paymentIntentId, v)} RETURNING 1)
+              UPDATE ${refunds} SET status = 'failed', failure_reason = ${d.failureReason}, updated_at = ${at}
+              WHERE refund_id = ${d.refundId} AND EXISTS (SELECT 1 FROM i)`
             break
           }
           // Calls started (capture, void) or refused (operation_failed) change only the intent's version.
           default:
+            yield* sql`UPDATE ${intents} SET version = ${v}, updated_at = ${at} WHERE ${ahead(e.data.paymentIntentId, v)}`
             break
         }
       }

@@ -130,3 +130,27 @@ export const listPayments = (
     toItem: paymentObject
   })
 }
+
+/** The intent whose processor keys start with `prefix` (its id, or the `ik_…` of its creating request). */
+export const intentIdByCallKeyPrefix = (sql: SqlClient.SqlClient, prefix: string) =>
+  Effect.map(
+    sql<{
+      id: string
+    }>`SELECT payment_intent_id AS id FROM ${sql(INTENTS)} WHERE call_key_prefix = ${prefix} LIMIT 1`,
+    (rows) => Option.map(Option.fromNullable(rows[0]), (r) => r.id)
+  )
+
+/** The intent of one of our payments, by its id or by the processor's reference of it. */
+export const intentIdOfPayment = (
+  sql: SqlClient.SqlClient,
+  by: { readonly paymentId: string } | { readonly processor: string; readonly reference: string }
+) =>
+  Effect.map(
+    "paymentId" in by
+      ? sql<{
+          id: string
+        }>`SELECT payment_intent_id AS id FROM ${sql(PAYMENTS)} WHERE payment_id = ${by.paymentId}`
+      : sql<{ id: string }>`SELECT payment_intent_id AS id FROM ${sql(PAYMENTS)}
+          WHERE processor = ${by.processor} AND processor_reference = ${by.reference} LIMIT 1`,
+    (rows) => Option.map(Option.fromNullable(rows[0]), (r) => r.id)
+  )

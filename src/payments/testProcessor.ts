@@ -5,18 +5,31 @@
  * does for them: `pm_card_visa` succeeds, `pm_card_visa_chargeDeclined` is declined, the 3-D Secure
  * cards want authentication first (`POST /v1/test/payment-intents/:id/authenticate`)…
  *
- * Like a real processor it keeps what it did by idempotency key: a key asked again gets its first
- * answer, and the money moved by it moves once. Its references are a hash of the key, so even a new
- * process (after a crash) answers a repeated key the same way.
+ * Like a real processor it keeps what it did by idempotency key, on ITS side of the wire: the
+ * answers and the charges are rows of their own (migration 0018), written outside the service's
+ * transactions, so a key asked again — by this process, another one, or one started after a crash —
+ * gets its first answer and moves no money twice, and a charge authorized before a restart can still
+ * be captured, voided or refunded. On PostgreSQL it has a pool of its own (two connections, so a
+ * request holding a connection in its transaction never waits for one the processor needs); on the
+ * embedded database (one connection, one process) its statements join the caller's transaction when
+ * there is one: a rolled-back request then takes the processor's record with it — the charge never
+ * happened — which a single process cannot tell from the processor forgetting a call that moved
+ * nothing.
  */
 import { createHash } from "node:crypto"
-import { Effect, Option } from "effect"
-import type { PaymentMethod } from "./events.js"
-import type {
-  AuthorizationResult,
-  PaymentProcessorShape,
-  ProcessorCall,
-  SettlementResult
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, Effect, Layer, Option, Schema, type Scope } from "effect"
+import { AppConfig } from "../config.js"
+import { postgresLayer } from "../db/Database.js"
+import { detached } from "../db/Transaction.js"
+import { NextAction, type PaymentMethod } from "./events.js"
+import {
+  type AuthorizationResult,
+  type PaymentProcessorShape,
+  type ProcessorCall,
+  ProcessorUnavailable,
+  type SettlementResult
 } from "./processor.js"
 
 type CardOutcome =
@@ -133,151 +146,334 @@ const paymentMethodOf = (card: TestCard): PaymentMethod => ({
 const referenceOf = (kind: string, key: string) =>
   `test_${kind}_${createHash("sha256").update(key).digest("hex").slice(0, 24)}`
 
-/** What the processor holds for one authorization. */
+type ChargeStatus = "requires_action" | "authorized" | "captured" | "voided" | "declined"
+
+/** What the processor holds for one authorization (a row of `test_processor_charges`). */
 interface Charge {
   readonly card: TestCard
   readonly amount: number
   readonly capture: boolean
-  status: "requires_action" | "authorized" | "captured" | "voided" | "declined"
-  captured: number
-  refunded: number
+  readonly status: ChargeStatus
+  readonly captured: number
+  readonly refunded: number
 }
 
-export const makeTestProcessor = (): PaymentProcessorShape => {
-  /** Every key asked, in the order first asked, with its first answer and how often it was asked. */
-  const log = new Map<string, { call: Omit<ProcessorCall, "requests">; requests: number }>()
-  const charges = new Map<string, Charge>()
+const Operation = Schema.Literal("authorize", "authenticate", "capture", "void", "refund")
+
+/** The answers as stored (JSON), decoded back into the processor's result types. */
+const AuthorizationResultJson = Schema.Union(
+  Schema.TaggedStruct("Authorized", { processorReference: Schema.String, captured: Schema.Boolean }),
+  Schema.TaggedStruct("ActionRequired", { processorReference: Schema.String, nextAction: NextAction }),
+  Schema.TaggedStruct("Declined", {
+    code: Schema.String,
+    declineCode: Schema.NullOr(Schema.String),
+    message: Schema.String
+  })
+)
+const SettlementResultJson = Schema.Union(
+  Schema.TaggedStruct("Succeeded", { processorReference: Schema.String }),
+  Schema.TaggedStruct("Failed", { code: Schema.String, message: Schema.String })
+)
+const decodeAuthorization = Schema.decodeUnknown(AuthorizationResultJson)
+const decodeSettlement = Schema.decodeUnknown(SettlementResultJson)
+const decodeCall = Schema.decodeUnknown(
+  Schema.Struct({
+    idempotencyKey: Schema.String,
+    operation: Operation,
+    amount: Schema.Number,
+    result: Schema.Union(AuthorizationResultJson, SettlementResultJson),
+    requests: Schema.Number
+  })
+)
+const ChargeRow = Schema.Struct({
+  card: Schema.String,
+  amount: Schema.Number,
+  capture: Schema.Boolean,
+  status: Schema.Literal("requires_action", "authorized", "captured", "voided", "declined"),
+  captured: Schema.Number,
+  refunded: Schema.Number
+})
+const decodeCharge = Schema.decodeUnknown(ChargeRow)
+
+/** Runs the processor's statements where they belong (its own pool, or the embedded connection). */
+type Run = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) => Effect.Effect<A, E>
+
+const CALLS = "payments.test_processor_calls"
+const CHARGES = "payments.test_processor_charges"
+
+const unavailable = (error: SqlError | { readonly message: string }) =>
+  new ProcessorUnavailable({ message: `test processor: ${error.message}` })
+
+/** The processor over `run` (see `testProcessor` for where its statements go). */
+export const makeTestProcessor = (run: Run): PaymentProcessorShape => {
+  const json = (value: unknown) => JSON.stringify(value)
+
+  /** The first answer to `key`, counting this request, if it was asked before. */
+  const repeated = (key: string) =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      Effect.map(
+        sql<{ result: unknown }>`UPDATE ${sql(CALLS)} SET requests = requests + 1
+          WHERE idempotency_key = ${key} RETURNING result`,
+        (rows) => Option.fromNullable(rows[0]).pipe(Option.map((r) => r.result))
+      )
+    )
+
+  /** Records `result` as the answer to `key` (or, when a racing request recorded one first, that). */
+  const record = (operation: ProcessorCall["operation"], key: string, amount: number, result: unknown) =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      Effect.map(
+        sql<{ result: unknown }>`INSERT INTO ${sql(CALLS)} (idempotency_key, operation, amount, result)
+          VALUES (${key}, ${operation}, ${amount}, ${json(result)}::jsonb)
+          ON CONFLICT (idempotency_key) DO UPDATE SET requests = ${sql(CALLS)}.requests + 1
+          RETURNING result`,
+        (rows) => rows[0]?.result ?? result
+      )
+    )
+
+  const loadCharge = (reference: string) =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql`SELECT card, amount, capture, status, captured, refunded
+        FROM ${sql(CHARGES)} WHERE processor_reference = ${reference} FOR UPDATE`
+      if (rows[0] === undefined) return undefined
+      const row = yield* decodeCharge(rows[0])
+      const card = findTestCard(row.card)
+      if (card === undefined) return undefined
+      const charge: Charge = { ...row, card }
+      return charge
+    })
+
+  const saveCharge = (reference: string, charge: Charge) =>
+    Effect.flatMap(
+      SqlClient.SqlClient,
+      (sql) => sql`UPDATE ${sql(CHARGES)} SET status = ${charge.status}, captured = ${charge.captured},
+        refunded = ${charge.refunded} WHERE processor_reference = ${reference}`
+    )
 
   /**
-   * Answers a key: its first answer again (money untouched), or the new answer `decide` makes.
-   * Synchronous, so two concurrent requests of one key cannot both decide.
+   * A call that decides on a charge's state (capture, void, refund, authentication): one transaction
+   * that locks the charge, answers a repeated key with its first answer, or decides, changes the charge
+   * and records the answer.
    */
-  const remembering =
-    <R extends AuthorizationResult | SettlementResult>(answers: Map<string, R>) =>
-    (operation: ProcessorCall["operation"], key: string, amount: number, decide: () => R): Effect.Effect<R> =>
-      Effect.sync(() => {
-        const known = answers.get(key)
-        const logged = log.get(key)
-        if (known !== undefined) {
-          if (logged !== undefined) logged.requests++
-          return known
-        }
-        const result = decide()
-        answers.set(key, result)
-        log.set(key, { call: { operation, idempotencyKey: key, amount, result }, requests: 1 })
-        return result
-      })
-  const authorizing = remembering(new Map<string, AuthorizationResult>())
-  const settling = remembering(new Map<string, SettlementResult>())
+  const onCharge = <R>(
+    operation: ProcessorCall["operation"],
+    key: string,
+    amount: number,
+    reference: string,
+    decide: (charge: Charge | undefined) => { readonly result: R; readonly charge?: Charge },
+    decode: (u: unknown) => Effect.Effect<R, { readonly message: string }>
+  ): Effect.Effect<R, ProcessorUnavailable> =>
+    run(
+      Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            const charge = yield* loadCharge(reference)
+            const known = yield* repeated(key)
+            if (Option.isSome(known)) return yield* decode(known.value)
+            const decided = decide(charge)
+            if (decided.charge !== undefined) yield* saveCharge(reference, decided.charge)
+            return yield* decode(yield* record(operation, key, amount, decided.result))
+          })
+        )
+      )
+    ).pipe(Effect.mapError(unavailable))
 
   const failed = (code: string, message: string): SettlementResult => ({ _tag: "Failed", code, message })
 
-  const authorizationOf = (reference: string, charge: Charge): AuthorizationResult => {
-    charge.status = charge.capture ? "captured" : "authorized"
-    if (charge.capture) charge.captured = charge.amount
-    return { _tag: "Authorized", processorReference: reference, captured: charge.capture }
-  }
+  const authorized = (reference: string, charge: Charge) => ({
+    result: { _tag: "Authorized", processorReference: reference, captured: charge.capture } as const,
+    charge: {
+      ...charge,
+      status: charge.capture ? ("captured" as const) : ("authorized" as const),
+      captured: charge.capture ? charge.amount : 0
+    }
+  })
 
   return {
     name: "test",
-    resolvePaymentMethod: (input) => Option.map(Option.fromNullable(findTestCard(input)), paymentMethodOf),
-    authorize: (request) =>
-      authorizing("authorize", request.idempotencyKey, request.amount, (): AuthorizationResult => {
-        const card = findTestCard(request.paymentMethod)
-        if (card === undefined)
-          return {
-            _tag: "Declined",
-            code: "card_declined",
-            declineCode: "generic_decline",
-            message: "Unknown card."
-          }
-        const reference = referenceOf("ch", request.idempotencyKey)
-        const charge: Charge = {
-          card,
-          amount: request.amount,
-          capture: request.capture,
-          status: "declined",
-          captured: 0,
-          refunded: 0
-        }
-        charges.set(reference, charge)
-        switch (card.outcome._tag) {
-          case "Decline":
-            return {
+    resolvePaymentMethod: (input) =>
+      Effect.succeed(Option.map(Option.fromNullable(findTestCard(input)), paymentMethodOf)),
+    /**
+     * ONE statement: the answer (a pure function of the card and the key) recorded under the key —
+     * or the first answer when the key was asked before — with the charge it creates.
+     */
+    authorize: (request) => {
+      const card = findTestCard(request.paymentMethod)
+      const reference = referenceOf("ch", request.idempotencyKey)
+      const status: ChargeStatus =
+        card === undefined || card.outcome._tag === "Decline"
+          ? "declined"
+          : card.outcome._tag === "Authenticate"
+            ? "requires_action"
+            : request.capture
+              ? "captured"
+              : "authorized"
+      const result: AuthorizationResult =
+        card === undefined
+          ? {
               _tag: "Declined",
-              code: card.outcome.code,
-              declineCode: card.outcome.declineCode,
-              message: card.outcome.message
+              code: "card_declined",
+              declineCode: "generic_decline",
+              message: "Unknown card."
             }
-          case "Authenticate":
-            charge.status = "requires_action"
+          : card.outcome._tag === "Decline"
+            ? {
+                _tag: "Declined",
+                code: card.outcome.code,
+                declineCode: card.outcome.declineCode,
+                message: card.outcome.message
+              }
+            : card.outcome._tag === "Authenticate"
+              ? {
+                  _tag: "ActionRequired",
+                  processorReference: reference,
+                  nextAction: {
+                    type: "use_test_authentication",
+                    url: `/v1/test/payment-intents/${request.paymentIntentId}/authenticate`
+                  }
+                }
+              : { _tag: "Authorized", processorReference: reference, captured: request.capture }
+      return run(
+        Effect.flatMap(
+          SqlClient.SqlClient,
+          (sql) =>
+            sql<{ result: unknown }>`WITH call AS (
+              INSERT INTO ${sql(CALLS)} (idempotency_key, operation, amount, result)
+              VALUES (${request.idempotencyKey}, 'authorize', ${request.amount}, ${json(result)}::jsonb)
+              ON CONFLICT (idempotency_key) DO UPDATE SET requests = ${sql(CALLS)}.requests + 1
+              RETURNING result, requests),
+            charge AS (
+              INSERT INTO ${sql(CHARGES)} (processor_reference, card, amount, capture, status, captured)
+              SELECT ${reference}, ${card?.token ?? ""}, ${request.amount}, ${request.capture}, ${status},
+                ${status === "captured" ? request.amount : 0}
+              FROM call WHERE call.requests = 1 AND ${card !== undefined}
+              ON CONFLICT (processor_reference) DO NOTHING)
+            SELECT result FROM call`
+        )
+      ).pipe(
+        Effect.flatMap((rows) => decodeAuthorization(rows[0]?.result ?? result)),
+        Effect.mapError(unavailable)
+      )
+    },
+    authenticate: Option.some((request) =>
+      onCharge(
+        "authenticate",
+        request.idempotencyKey,
+        0,
+        request.processorReference,
+        (charge): { result: AuthorizationResult; charge?: Charge } => {
+          if (charge === undefined || charge.status !== "requires_action")
             return {
-              _tag: "ActionRequired",
-              processorReference: reference,
-              nextAction: {
-                type: "use_test_authentication",
-                url: `/v1/test/payment-intents/${request.paymentIntentId}/authenticate`
+              result: {
+                _tag: "Declined",
+                code: "payment_intent_authentication_failure",
+                declineCode: null,
+                message: "There is no authentication pending for this payment."
               }
             }
-          default:
-            return authorizationOf(reference, charge)
-        }
-      }),
-    authenticate: Option.some((request) =>
-      authorizing("authenticate", request.idempotencyKey, 0, (): AuthorizationResult => {
-        const charge = charges.get(request.processorReference)
-        if (charge === undefined || charge.status !== "requires_action")
-          return {
-            _tag: "Declined",
-            code: "payment_intent_authentication_failure",
-            declineCode: null,
-            message: "There is no authentication pending for this payment."
-          }
-        if (request.outcome === "fail") {
-          charge.status = "declined"
-          return {
-            _tag: "Declined",
-            code: "payment_intent_authentication_failure",
-            declineCode: null,
-            message: "The customer failed 3-D Secure authentication."
-          }
-        }
-        return authorizationOf(request.processorReference, charge)
-      })
+          if (request.outcome === "fail")
+            return {
+              result: {
+                _tag: "Declined",
+                code: "payment_intent_authentication_failure",
+                declineCode: null,
+                message: "The customer failed 3-D Secure authentication."
+              },
+              charge: { ...charge, status: "declined" }
+            }
+          return authorized(request.processorReference, charge)
+        },
+        decodeAuthorization
+      )
     ),
     capture: (request) =>
-      settling("capture", request.idempotencyKey, request.amount, (): SettlementResult => {
-        const charge = charges.get(request.processorReference)
-        if (charge === undefined || charge.status !== "authorized")
-          return failed("charge_not_capturable", "This payment is not authorized.")
-        if (request.amount > charge.amount)
-          return failed("amount_too_large", "The capture exceeds the authorized amount.")
-        charge.status = "captured"
-        charge.captured = request.amount
-        return { _tag: "Succeeded", processorReference: request.processorReference }
-      }),
+      onCharge(
+        "capture",
+        request.idempotencyKey,
+        request.amount,
+        request.processorReference,
+        (charge): { result: SettlementResult; charge?: Charge } => {
+          if (charge === undefined || charge.status !== "authorized")
+            return { result: failed("charge_not_capturable", "This payment is not authorized.") }
+          if (request.amount > charge.amount)
+            return { result: failed("amount_too_large", "The capture exceeds the authorized amount.") }
+          return {
+            result: { _tag: "Succeeded", processorReference: request.processorReference },
+            charge: { ...charge, status: "captured", captured: request.amount }
+          }
+        },
+        decodeSettlement
+      ),
     void: (request) =>
-      settling("void", request.idempotencyKey, 0, (): SettlementResult => {
-        const charge = charges.get(request.processorReference)
-        if (charge === undefined || (charge.status !== "authorized" && charge.status !== "requires_action"))
-          return failed("charge_not_voidable", "This payment has no authorization to void.")
-        charge.status = "voided"
-        return { _tag: "Succeeded", processorReference: request.processorReference }
-      }),
+      onCharge(
+        "void",
+        request.idempotencyKey,
+        0,
+        request.processorReference,
+        (charge): { result: SettlementResult; charge?: Charge } => {
+          if (charge === undefined || (charge.status !== "authorized" && charge.status !== "requires_action"))
+            return { result: failed("charge_not_voidable", "This payment has no authorization to void.") }
+          return {
+            result: { _tag: "Succeeded", processorReference: request.processorReference },
+            charge: { ...charge, status: "voided" }
+          }
+        },
+        decodeSettlement
+      ),
     refund: (request) =>
-      settling("refund", request.idempotencyKey, request.amount, (): SettlementResult => {
-        const charge = charges.get(request.processorReference)
-        if (charge === undefined || charge.status !== "captured")
-          return failed("charge_not_refundable", "This payment was not captured.")
-        if (charge.card.outcome._tag === "RefundFails")
-          return failed("refund_failed", "The card's issuer refused the refund.")
-        if (charge.refunded + request.amount > charge.captured)
-          return failed("amount_too_large", "The refund exceeds what is left of the payment.")
-        charge.refunded += request.amount
-        return { _tag: "Succeeded", processorReference: referenceOf("re", request.idempotencyKey) }
-      }),
+      onCharge(
+        "refund",
+        request.idempotencyKey,
+        request.amount,
+        request.processorReference,
+        (charge): { result: SettlementResult; charge?: Charge } => {
+          if (charge === undefined || charge.status !== "captured")
+            return { result: failed("charge_not_refundable", "This payment was not captured.") }
+          if (charge.card.outcome._tag === "RefundFails")
+            return { result: failed("refund_failed", "The card's issuer refused the refund.") }
+          if (charge.refunded + request.amount > charge.captured)
+            return { result: failed("amount_too_large", "The refund exceeds what is left of the payment.") }
+          return {
+            result: { _tag: "Succeeded", processorReference: referenceOf("re", request.idempotencyKey) },
+            charge: { ...charge, refunded: charge.refunded + request.amount }
+          }
+        },
+        decodeSettlement
+      ),
     ledger: Option.some({
-      calls: () => [...log.values()].map(({ call, requests }) => ({ ...call, requests }))
+      calls: (prefix = "") =>
+        run(
+          Effect.flatMap(
+            SqlClient.SqlClient,
+            (sql) =>
+              sql`SELECT idempotency_key AS "idempotencyKey", operation, amount, result, requests
+              FROM ${sql(CALLS)} WHERE starts_with(idempotency_key, ${prefix}) ORDER BY seq`
+          )
+        ).pipe(
+          Effect.flatMap((rows) => Effect.forEach(rows, (row) => decodeCall(row))),
+          Effect.orDie
+        )
     })
   }
 }
+
+/**
+ * The test processor as `PAYMENT_PROCESSOR=test` runs it: on PostgreSQL over a pool of its own (two
+ * connections), its statements outside any transaction of the caller; on the embedded database
+ * (one connection) over the service's connection, joined to the caller's transaction if any.
+ */
+export const testProcessor: Effect.Effect<
+  PaymentProcessorShape,
+  never,
+  AppConfig | SqlClient.SqlClient | Scope.Scope
+> = Effect.gen(function* () {
+  const config = yield* AppConfig
+  const shared = yield* SqlClient.SqlClient
+  // A server taking one connection (the embedded database, or a proxy in front of it) has no second
+  // one to give: the processor's statements share the service's.
+  if (Option.isNone(config.databaseUrl) || config.databaseMaxConnections <= 1)
+    return makeTestProcessor((effect) => Effect.provideService(effect, SqlClient.SqlClient, shared))
+  const own = yield* Effect.orDie(Layer.build(postgresLayer(config.databaseUrl.value, 2, false)))
+  const client = Context.get(own, SqlClient.SqlClient)
+  return makeTestProcessor((effect) => detached(Effect.provideService(effect, SqlClient.SqlClient, client)))
+})

@@ -11,13 +11,15 @@ import {
   HttpApiGroup,
   HttpClient,
   HttpClientRequest,
-  HttpServer
+  HttpServer,
+  HttpServerResponse
 } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect, Layer, Schema, TestClock } from "effect"
 import { AppConfig, makeAppConfig, type RateLimitSettings } from "../../src/config.js"
 import { BadRequest, InternalError, PayloadTooLarge, UnsupportedMediaType } from "../../src/http/errors.js"
+import { fastRouteMatcher } from "../../src/http/FastRoutes.js"
 import { apiMiddleware } from "../../src/http/middleware.js"
 import {
   makeRateLimiter,
@@ -26,6 +28,7 @@ import {
   rateLimitMiddleware,
   rateLimitPolicy
 } from "../../src/http/RateLimit.js"
+import { guardedFastRoutes } from "../../src/http/Server.js"
 import { makeShiftedClock } from "../support/clock.js"
 
 describe("RateLimiter (token bucket, TestClock)", () => {
@@ -128,7 +131,12 @@ const { clock: shifted, advance } = makeShiftedClock()
 class Probe extends HttpApiGroup.make("probe", { topLevel: true })
   .add(HttpApiEndpoint.post("login", "/auth/login").addSuccess(Schema.Struct({ ok: Schema.Boolean })))
   .add(HttpApiEndpoint.get("things", "/v1/things").addSuccess(Schema.Struct({ ok: Schema.Boolean })))
-  .add(HttpApiEndpoint.get("free", "/probe/free").addSuccess(Schema.Struct({ ok: Schema.Boolean }))) {}
+  .add(HttpApiEndpoint.get("free", "/probe/free").addSuccess(Schema.Struct({ ok: Schema.Boolean })))
+  .add(
+    HttpApiEndpoint.get("processorEvents", "/v1/processor-events/probe").addSuccess(
+      Schema.Struct({ ok: Schema.Boolean })
+    )
+  ) {}
 class ProbeApi extends HttpApi.make("probe")
   .add(Probe)
   .addError(BadRequest)
@@ -138,11 +146,26 @@ class ProbeApi extends HttpApi.make("probe")
 
 const ok = () => Effect.succeed({ ok: true })
 const ProbeHandlers = HttpApiBuilder.group(ProbeApi, "probe", (h) =>
-  h.handle("login", ok).handle("things", ok).handle("free", ok)
+  h.handle("login", ok).handle("things", ok).handle("free", ok).handle("processorEvents", ok)
+)
+
+/** A fast route (answered by apiMiddleware before the router), guarded as the server guards them. */
+const fast = guardedFastRoutes(
+  fastRouteMatcher(
+    [
+      {
+        path: "/v1/fast/:id",
+        answer: (_request, id) => Effect.succeed(HttpServerResponse.unsafeJson({ id }))
+      }
+    ],
+    new Set()
+  )
 )
 
 const server = (rateLimit: RateLimitSettings) =>
-  HttpApiBuilder.serve((app) => apiMiddleware({ accessLog: false })(rateLimitMiddleware()(app))).pipe(
+  HttpApiBuilder.serve((app) =>
+    apiMiddleware({ accessLog: false, ...(fast === undefined ? {} : { fast }) })(rateLimitMiddleware()(app))
+  ).pipe(
     Layer.provide(HttpApiBuilder.api(ProbeApi).pipe(Layer.provide(ProbeHandlers))),
     Layer.provideMerge(NodeHttpServer.layerTest),
     Layer.provideMerge(RateLimiterLive),
@@ -231,6 +254,30 @@ describe("rate limits over HTTP", () => {
         expect(missing.status).toBe(404)
         expect(missing.headers["ratelimit-limit"]).toBe("2")
         expect(missing.headers["ratelimit-remaining"]).toBe("1")
+      })
+    )
+
+    it.effect("processors' event deliveries under /v1 are not limited", () =>
+      Effect.gen(function* () {
+        for (let i = 0; i < 5; i++) {
+          const r = yield* send(HttpClientRequest.get("/v1/processor-events/probe"), { ip: "198.51.100.9" })
+          expect(r.status).toBe(200)
+          expect(r.headers["ratelimit-limit"]).toBeUndefined()
+        }
+      })
+    )
+
+    it.effect("fast routes (answered before the router) are limited too, in the same bucket", () =>
+      Effect.gen(function* () {
+        const first = yield* send(HttpClientRequest.get("/v1/fast/a1"), { token: "tok-f" })
+        expect(first.status).toBe(200)
+        expect(JSON.parse(first.text)).toEqual({ id: "a1" })
+        expect(first.headers["ratelimit-limit"]).toBe("2")
+        expect(first.headers["ratelimit-remaining"]).toBe("1")
+        expect(first.headers["request-id"]).toMatch(/^req_/)
+        // The routed /v1 route of the same credential draws on the same bucket.
+        expect((yield* things("tok-f")).headers["ratelimit-remaining"]).toBe("0")
+        expectLimited(yield* send(HttpClientRequest.get("/v1/fast/a1"), { token: "tok-f" }), 1)
       })
     )
 

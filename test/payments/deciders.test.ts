@@ -210,7 +210,20 @@ describe("payment intent state machine", () => {
     )
     expect(action.status).toBe("requires_action")
     expect(action.nextAction?.type).toBe("use_test_authentication")
-    spec.givenState(action).when(confirm("pay_2")).thenFails("UnexpectedState")
+    // As Stripe: no confirm while the action is required, unless it brings a new payment method,
+    // which abandons (cancels) the payment waiting for the action.
+    spec.givenState(action).when(confirm("pay_2", null)).thenFails("UnexpectedState")
+    const replaced = spec.givenState(action).when(confirm("pay_2", VISA))
+    expect(replaced.events[0]?.data).toMatchObject({
+      idempotencyKey: `${PI}:confirm:2`,
+      paymentId: "pay_2",
+      abandonedPaymentId: "pay_1"
+    })
+    expect(replaced.state.status).toBe("processing")
+    expect(replaced.state.payments.map((p) => [p.paymentId, p.status])).toEqual([
+      ["pay_1", "canceled"],
+      ["pay_2", "pending"]
+    ])
     const approving = spec.givenState(action).when({ _tag: "Authenticate", outcome: "approve" })
     expect(approving.events[0]?.data).toMatchObject({
       idempotencyKey: `${PI}:authenticate:1`,

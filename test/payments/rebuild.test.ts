@@ -62,6 +62,16 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("payments p
       expect(
         (yield* post(`/v1/test/payment-intents/${insecure.id}/authenticate`, { outcome: "fail" })).status
       ).toBe(402)
+      // Waiting for authentication, then confirmed with a new card (the waiting payment canceled).
+      const replaced = yield* createIntent(token, {
+        paymentMethod: "pm_card_threeDSecure2Required",
+        confirm: true
+      })
+      expect(replaced.status).toBe("requires_action")
+      yield* Effect.map(
+        post(`/v1/payment-intents/${replaced.id}/confirm`, { paymentMethod: "pm_card_visa" }),
+        ok(200)
+      )
       // Voided and plainly canceled.
       const held = yield* createPayment(token, { captureMethod: "manual", description: "held" })
       yield* Effect.map(

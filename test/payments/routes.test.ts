@@ -251,6 +251,45 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("payments o
       })
   )
 
+  it.effect(
+    "requires_action: confirm alone → 409; confirm with a new paymentMethod abandons the waiting payment",
+    () =>
+      Effect.gen(function* () {
+        const token = yield* staffToken
+        const intent = yield* createIntent(token, { paymentMethod: "pm_card_threeDSecure2Required" })
+        const action = yield* Effect.map(
+          call("POST", `/v1/payment-intents/${intent.id}/confirm`, { token, json: {} }),
+          ok(200)
+        )
+        expect(action.status).toBe("requires_action")
+        // As Stripe: no confirm without a new payment method while the customer's action is required.
+        const refused = yield* call("POST", `/v1/payment-intents/${intent.id}/confirm`, { token, json: {} })
+        expectError(refused, 409, "payment_intent_unexpected_state")
+        expect(refused.body.error.paymentIntent).toMatchObject({ id: intent.id, status: "requires_action" })
+        // A new payment method: a new attempt; the payment waiting for authentication is canceled.
+        const replaced = yield* Effect.map(
+          call("POST", `/v1/payment-intents/${intent.id}/confirm`, {
+            token,
+            json: { paymentMethod: "pm_card_visa" }
+          }),
+          ok(200)
+        )
+        expect(replaced).toMatchObject({ status: "succeeded", nextAction: null, amountReceived: 2000 })
+        const payments = yield* Effect.map(
+          call("GET", `/v1/payments?paymentIntentId=${intent.id}`, { token }),
+          ok(200)
+        )
+        expect(payments.data.map((p: Json) => [p.id, p.status])).toEqual([
+          [replaced.latestPaymentId, "succeeded"],
+          [action.latestPaymentId, "canceled"]
+        ])
+        expect((yield* processorCalls(intent.id)).map((c) => [c.operation, c.idempotencyKey])).toEqual([
+          ["authorize", `${intent.id}:confirm:1`],
+          ["authorize", `${intent.id}:confirm:2`]
+        ])
+      })
+  )
+
   it.effect("3-D Secure: requires_action with nextAction, completed by the test authenticate route", () =>
     Effect.gen(function* () {
       const token = yield* staffToken
@@ -729,6 +768,22 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("payments o
       const id = automaticNotificationId("payment.failed", event as PublicEvent, "email")
       const notification = yield* Effect.map(call("GET", `/notification/${id}`, { token }), ok(200))
       expect(notification).toMatchObject({ channel: "email", to: customer.email })
+      // Without a customer there is nobody to tell: the event is published, no notification is made.
+      const anonymous = yield* call("POST", "/v1/payments", {
+        token,
+        json: { amount: 2500, currency: "USD", paymentMethod: "pm_card_visa_chargeDeclined" }
+      })
+      expectError(anonymous, 402, "card_declined")
+      const anonymousId: string = anonymous.body.error.payment.id
+      const [unaddressed] = (yield* readPublicEvents({
+        after: origin,
+        limit: 10_000,
+        types: ["payment.failed"]
+      })).events.filter((e) => (e.data as Json)?.id === anonymousId)
+      expect(unaddressed).toBeDefined()
+      yield* sql.withTransaction(notifyForEvents([unaddressed as PublicEvent]))
+      const none = automaticNotificationId("payment.failed", unaddressed as PublicEvent, "email")
+      expect((yield* call("GET", `/notification/${none}`, { token })).status).toBe(404)
     })
   )
 
@@ -780,6 +835,34 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("payments o
         form: {}
       })
       expect(malformed.status).toBe(400)
+    })
+  )
+
+  it.effect("bad amounts to capture and refund: 400 with param, never a processor call", () =>
+    Effect.gen(function* () {
+      const token = yield* staffToken
+      const held = yield* createPayment(token, { amount: 1000, captureMethod: "manual" })
+      const paid = yield* createPayment(token, { amount: 1000 })
+      const before = (yield* processorCalls()).length
+      for (const amount of [0, -1, 10.5, "5", 100_000_000]) {
+        for (const path of [
+          `/v1/payments/${held.id}/capture`,
+          `/v1/payment-intents/${held.paymentIntentId}/capture`
+        ])
+          expectError(
+            yield* call("POST", path, { token, json: { amountToCapture: amount } }),
+            400,
+            "parameter_invalid",
+            "amountToCapture"
+          )
+        expectError(
+          yield* call("POST", `/v1/payments/${paid.id}/refund`, { token, json: { amount } }),
+          400,
+          "parameter_invalid",
+          "amount"
+        )
+      }
+      expect((yield* processorCalls()).length).toBe(before)
     })
   )
 

@@ -8,6 +8,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
 import { CatalogPort } from "../../src/catalog/index.js"
+import { makeAppConfig } from "../../src/config.js"
 import type { EventMetadata } from "../../src/eventstore/EventStore.js"
 import { CommandRunner } from "../../src/kernel/CommandRunner.js"
 import * as Ids from "../../src/kernel/Ids.js"
@@ -163,7 +164,7 @@ export const RecoveryHttp = Layer.mergeAll(HttpAppLive, processorsLayer(RECOVERY
   Layer.provideMerge(NodeHttpServer.layerTest),
   Layer.provideMerge(
     servicesLayer({ processors: RECOVERY, projections }).pipe(
-      Layer.provideMerge(testConfig({ payments: { processor: "test", recoveryAfterSeconds: 1 } }))
+      Layer.provideMerge(testConfig({ payments: { ...makeAppConfig().payments, recoveryAfterSeconds: 1 } }))
     )
   )
 )

@@ -42,12 +42,12 @@ export const createPayment = (token: string, fields: Record<string, unknown> = {
 
 /** The test processor's calls (by idempotency key), optionally only those whose key starts with `prefix`. */
 export const processorCalls = (prefix = "") =>
-  Effect.map(
+  Effect.flatMap(
     PaymentProcessor,
-    (processor): ReadonlyArray<ProcessorCall> =>
+    (processor): Effect.Effect<ReadonlyArray<ProcessorCall>> =>
       Option.match(processor.ledger, {
-        onNone: () => [],
-        onSome: (ledger) => ledger.calls().filter((c) => c.idempotencyKey.startsWith(prefix))
+        onNone: () => Effect.succeed([]),
+        onSome: (ledger) => ledger.calls(prefix)
       })
   )
 
