@@ -2,11 +2,15 @@
  * The orders port (`OrdersPort` in `index.ts`): what checkout completion (and payments' capture
  * flow) run inside their own transaction.
  *
- * `place` takes the display-id counter's row lock FIRST, then looks for the order: placements queue
- * on that row, so a second placement of one order (a retried completion, a racing processor event)
- * sees the first one committed and answers it, and two different orders never draw the same number.
- * The number is drawn in the placing transaction: a placement that rolls back gives it back, so the
- * numbers have no gaps (a PostgreSQL sequence would leave one per rollback).
+ * `place` looks for the order first (placed already: answered as it is, nothing drawn), then draws
+ * the next display id by updating the counter row — whose row lock queues concurrent placements until
+ * the drawing transaction ends, so two orders never draw one number — and appends the order at
+ * version 0, right after: the lock is held only for the append and the commit. A placement that rolls
+ * back gives its number back, so the numbers have no gaps (a PostgreSQL sequence would leave one per
+ * rollback). Two placements of ONE order racing past the first look both draw; the second's append
+ * at version 0 then fails (WrongExpectedVersion), its transaction rolls back (the number with it)
+ * and is retried — by `transact` when the port owns it, else by the caller's owner — and answers
+ * the order the first one placed.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Option } from "effect"
@@ -85,7 +89,6 @@ export const makeOrdersPort = Effect.gen(function* () {
       Effect.gen(function* () {
         const problem = inputProblem(input)
         if (problem !== undefined) return yield* Effect.dieMessage(`OrdersPort.place: ${problem}`)
-        yield* sql`SELECT value FROM ${sql(COUNTERS)} WHERE name = ${DISPLAY_ID} FOR UPDATE`
         const existing = yield* runner.load(OrderDecider, orderStream(input.orderId))
         if (existing.state.exists) return orderObject(existing.state)
         const drawn = yield* sql<{ readonly value: string }>`UPDATE ${sql(COUNTERS)} SET value = value + 1

@@ -4,13 +4,22 @@
  * (a reservation for a checkout id, converted to the order in the placing transaction), as the
  * checkout does.
  */
+import { NodeHttpServer } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { CatalogPort } from "../../src/catalog/index.js"
+import { makeAppConfig } from "../../src/config.js"
 import type { EventMetadata } from "../../src/eventstore/EventStore.js"
 import { CommandRunner } from "../../src/kernel/CommandRunner.js"
 import * as Ids from "../../src/kernel/Ids.js"
 import { OrdersPort, type PlaceOrderInput } from "../../src/orders/index.js"
+import { refundRecovery } from "../../src/orders/refunds.js"
+import { processorCallRecovery } from "../../src/payments/recovery.js"
+import { processorsLayer } from "../../src/processors/Supervisor.js"
+import { projections } from "../../src/registry.js"
+import { HttpAppLive } from "../../src/server.js"
+import { servicesLayer } from "../../src/services.js"
+import { testConfig } from "./database.js"
 import { call, uniqueEmail } from "./identity.js"
 
 export const TEST_METADATA: EventMetadata = { actor: { type: "system", id: "test" } }
@@ -144,3 +153,18 @@ export const publicEventsOf = (orderId: string) =>
     (sql) => sql<{ type: string; data: any }>`SELECT type, data FROM event_store.public_events
       WHERE stream_id = ${`order-${orderId}`} ORDER BY position`
   )
+
+/**
+ * The app with the two safety nets running (payments' processor-call recovery, orders' refund
+ * recovery), due 1 s after a call: what completes a refund whose outcome lost the race to be
+ * recorded (under 50 concurrent refunds of one payment, some do).
+ */
+const RECOVERY = [processorCallRecovery(), refundRecovery()]
+export const RecoveryHttp = Layer.mergeAll(HttpAppLive, processorsLayer(RECOVERY)).pipe(
+  Layer.provideMerge(NodeHttpServer.layerTest),
+  Layer.provideMerge(
+    servicesLayer({ processors: RECOVERY, projections }).pipe(
+      Layer.provideMerge(testConfig({ payments: { ...makeAppConfig().payments, recoveryAfterSeconds: 1 } }))
+    )
+  )
+)

@@ -1,0 +1,274 @@
+/**
+ * The order decider, pure (issue #20 item 7): given/when/then examples of each command, and a
+ * model-based property over random command sequences (fulfil, deliver, cancel, refund, refund
+ * outcomes, capture): per line, fulfilled + refunded ≤ ordered; refunded (and refunds in flight)
+ * ≤ captured; the three status axes always agree with each other and with the facts; every refusal
+ * changes nothing.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Either, Exit } from "effect"
+import * as fc from "fast-check"
+import {
+  amountRefundable,
+  amountRefunded,
+  amountRefundPending,
+  fulfillmentStatusOf,
+  initialOrderState,
+  type OrderCommand,
+  type OrderState,
+  paymentStatusOf,
+  remainingOf,
+  statusOf
+} from "../../src/orders/decider.js"
+import { type OrderEvent, OrderPlaced } from "../../src/orders/events.js"
+import { OrderDecider } from "../../src/orders/objects.js"
+import { deciderSpec } from "../support/decider.js"
+
+const ORDER = "ord_01jd4x8m6ffq2b3n5r7t9v1w3y"
+const LINES = ["li_01jd4x8m6ffq2b3n5r7t9v1w30", "li_01jd4x8m6ffq2b3n5r7t9v1w31"] as const
+
+const placed = (payment: "captured" | "authorized" | "not_required", total = 5000) =>
+  OrderPlaced.make({
+    orderId: ORDER,
+    displayId: "1001",
+    checkoutId: null,
+    customerId: null,
+    email: "a@example.com",
+    currency: "USD",
+    lineItems: [
+      {
+        lineItemId: LINES[0],
+        productId: "prod_a",
+        name: "A",
+        sku: null,
+        quantity: 3,
+        unitAmount: 1000,
+        amountTotal: 3000
+      },
+      {
+        lineItemId: LINES[1],
+        productId: "prod_b",
+        name: "B",
+        sku: null,
+        quantity: 2,
+        unitAmount: 1000,
+        amountTotal: 2000
+      }
+    ],
+    subtotal: total,
+    total,
+    shippingAddress: null,
+    paymentIntentId: "pi_x",
+    paymentId: "pay_x",
+    payment,
+    amountCaptured: payment === "captured" ? total : 0,
+    metadata: {}
+  })
+
+const order = deciderSpec(OrderDecider)
+
+describe("order decider: examples", () => {
+  it("places once; a second placement decides nothing", () => {
+    order.when({ _tag: "Place", data: placed("captured").data }).thenEvents([placed("captured")])
+    order
+      .given([placed("captured")])
+      .when({ _tag: "Place", data: placed("captured").data })
+      .thenEvents([])
+  })
+
+  it("fulfils what remains; more is refused with the line's index", () => {
+    order
+      .given([placed("captured")])
+      .when({
+        _tag: "Fulfill",
+        fulfillmentId: "ful_1",
+        items: [{ productId: "prod_b", quantity: 3 }],
+        trackingNumber: null,
+        trackingUrl: null,
+        carrier: null
+      })
+      .thenFails({ _tag: "FulfillmentQuantityExceeded", index: 0, remaining: 2 })
+    order
+      .given([placed("authorized")])
+      .when({
+        _tag: "Fulfill",
+        fulfillmentId: "f",
+        items: undefined,
+        trackingNumber: null,
+        trackingUrl: null,
+        carrier: null
+      })
+      .thenFails("OrderNotFulfillable")
+  })
+
+  it("refuses refunds of an authorization (cancel voids it) and beyond what is refundable", () => {
+    const refund = (amount: number | undefined): OrderCommand => ({
+      _tag: "Refund",
+      refundId: "re_1",
+      amount,
+      reason: null,
+      items: undefined,
+      restock: false
+    })
+    order
+      .given([placed("authorized")])
+      .when(refund(undefined))
+      .thenFails("OrderNotRefundable")
+    order
+      .given([placed("captured")])
+      .when(refund(5001))
+      .thenFails({ _tag: "RefundAmountTooLarge", field: "amount" })
+  })
+})
+
+// --- The model-based property -------------------------------------------------------------------------
+
+type Step =
+  | {
+      readonly kind: "fulfil"
+      readonly line: number | null
+      readonly quantity: number
+      readonly tracked: boolean
+    }
+  | { readonly kind: "deliver"; readonly pick: number }
+  | { readonly kind: "cancel" }
+  | {
+      readonly kind: "refund"
+      readonly amount: number | null
+      readonly line: number | null
+      readonly quantity: number
+    }
+  | { readonly kind: "settle"; readonly pick: number; readonly ok: boolean }
+  | { readonly kind: "capture" }
+
+const step: fc.Arbitrary<Step> = fc.oneof(
+  fc.record({
+    kind: fc.constant("fulfil" as const),
+    line: fc.option(fc.integer({ min: 0, max: 1 })),
+    quantity: fc.integer({ min: 1, max: 4 }),
+    tracked: fc.boolean()
+  }),
+  fc.record({ kind: fc.constant("deliver" as const), pick: fc.nat(5) }),
+  fc.record({ kind: fc.constant("cancel" as const) }),
+  fc.record({
+    kind: fc.constant("refund" as const),
+    amount: fc.option(fc.integer({ min: 1, max: 6000 })),
+    line: fc.option(fc.integer({ min: 0, max: 1 })),
+    quantity: fc.integer({ min: 1, max: 3 })
+  }),
+  fc.record({ kind: fc.constant("settle" as const), pick: fc.nat(5), ok: fc.boolean() }),
+  fc.record({ kind: fc.constant("capture" as const) })
+)
+
+const commandOf = (s: OrderState, st: Step, n: number): OrderCommand => {
+  switch (st.kind) {
+    case "fulfil":
+      return {
+        _tag: "Fulfill",
+        fulfillmentId: `ful_${n}`,
+        items: st.line === null ? undefined : [{ lineItemId: LINES[st.line], quantity: st.quantity }],
+        trackingNumber: st.tracked ? `T${n}` : null,
+        trackingUrl: null,
+        carrier: null
+      }
+    case "deliver":
+      return {
+        _tag: "Deliver",
+        fulfillmentId: s.fulfillments[st.pick % Math.max(1, s.fulfillments.length)]?.id ?? "ful_none"
+      }
+    case "cancel":
+      return { _tag: "Cancel", reason: null, refundId: `re_${n}` }
+    case "refund":
+      return {
+        _tag: "Refund",
+        refundId: `re_${n}`,
+        amount: st.amount ?? undefined,
+        reason: null,
+        items: st.line === null ? undefined : [{ lineItemId: LINES[st.line], quantity: st.quantity }],
+        restock: false
+      }
+    case "settle": {
+      const pending = s.refunds.filter((r) => r.status === "pending")
+      const r = pending[st.pick % Math.max(1, pending.length)]
+      const refundId = r?.id ?? "re_none"
+      return st.ok
+        ? { _tag: "CompleteRefund", refundId, paymentRefundId: "re_pay" }
+        : { _tag: "FailRefund", refundId, failureReason: "declined" }
+    }
+    case "capture":
+      return { _tag: "CapturePayment", amountCaptured: s.total }
+  }
+}
+
+const invariants = (s: OrderState) => {
+  for (const l of s.lineItems) {
+    expect(l.fulfilledQuantity).toBeGreaterThanOrEqual(0)
+    expect(l.refundedQuantity).toBeGreaterThanOrEqual(0)
+    expect(l.fulfilledQuantity + l.refundedQuantity).toBeLessThanOrEqual(l.quantity)
+    expect(remainingOf(l)).toBeGreaterThanOrEqual(0)
+  }
+  expect(amountRefunded(s) + amountRefundPending(s)).toBeLessThanOrEqual(s.amountPaid)
+  expect(amountRefundable(s)).toBe(s.amountPaid - amountRefunded(s) - amountRefundPending(s))
+  expect(s.amountPaid).toBeLessThanOrEqual(s.total)
+  const status = statusOf(s)
+  const payment = paymentStatusOf(s)
+  const fulfilment = fulfillmentStatusOf(s)
+  // The axes agree with each other.
+  if (status === "pending") expect(payment).toBe("authorized")
+  if (status === "refunded") {
+    expect(payment).toBe("refunded")
+    expect(fulfilment).not.toBe("unfulfilled")
+  }
+  if (status === "confirmed") expect(fulfilment).toBe("unfulfilled")
+  if (status === "partially_fulfilled") expect(fulfilment).toBe("partially_fulfilled")
+  if (status === "fulfilled") expect(["fulfilled", "delivered"]).toContain(fulfilment)
+  if (payment === "refunded" && fulfilment === "unfulfilled") expect(status).toBe("cancelled")
+  if (status === "cancelled") expect(s.lineItems.every((l) => l.fulfilledQuantity === 0)).toBe(true)
+  if (payment === "voided") expect(status).toBe("cancelled")
+  if (fulfilment === "delivered") expect(s.fulfillments.every((f) => f.status === "delivered")).toBe(true)
+}
+
+describe("order decider: model-based property", () => {
+  it("quantities, amounts and status axes stay consistent over random command sequences", () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom("captured" as const, "authorized" as const, "not_required" as const),
+        fc.array(step, { maxLength: 40 }),
+        (payment, steps) => {
+          let state = OrderDecider.evolve(
+            initialOrderState,
+            placed(payment, payment === "not_required" ? 0 : 5000)
+          )
+          invariants(state)
+          steps.forEach((st, n) => {
+            const exit = Effect.runSyncExit(OrderDecider.decide(commandOf(state, st, n), state))
+            if (Exit.isFailure(exit)) return // a refusal changes nothing
+            const events: ReadonlyArray<OrderEvent> = exit.value
+            const before = state
+            state = events.reduce(OrderDecider.evolve, state)
+            invariants(state)
+            // Once cancelled or fully refunded, nothing ships any more.
+            if (statusOf(before) === "cancelled")
+              expect(state.lineItems.map((l) => l.fulfilledQuantity)).toEqual(
+                before.lineItems.map((l) => l.fulfilledQuantity)
+              )
+          })
+        }
+      ),
+      { numRuns: 500 }
+    )
+  })
+
+  it("a refusal is a typed domain error, never a defect", () => {
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 30 }), (steps) => {
+        let state = OrderDecider.evolve(initialOrderState, placed("captured"))
+        steps.forEach((st, n) => {
+          const result = Effect.runSync(Effect.either(OrderDecider.decide(commandOf(state, st, n), state)))
+          if (Either.isRight(result)) state = result.right.reduce(OrderDecider.evolve, state)
+        })
+      }),
+      { numRuns: 200 }
+    )
+  })
+})
