@@ -239,8 +239,8 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("customers 
         [{ metadata: { blob: "x".repeat(9 * 1024) } }, "metadata"],
         [{ tags: "vip" }, "tags"],
         [{ tags: Array.from({ length: 101 }, (_, i) => `t${i}`) }, "tags"],
-        [{ tags: ["ok", "x".repeat(65)] }, "tags.1"],
-        [{ tags: [""] }, "tags.0"]
+        [{ tags: ["ok", "x".repeat(65)] }, "tags[1]"],
+        [{ tags: [""] }, "tags[0]"]
       ]
       const before = yield* countEvents
       for (const [patch, param] of cases) {
@@ -536,7 +536,7 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("customers 
         [{ active: "no" }, "active"],
         [{ active: 0 }, "active"],
         [{ tags: "vip" }, "tags"],
-        [{ tags: [1] }, "tags.0"],
+        [{ tags: [1] }, "tags[0]"],
         [{ metadata: [1] }, "metadata"],
         [{ metadata: "x" }, "metadata"],
         [{ firstName: "" }, "firstName"],
@@ -834,13 +834,13 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("customers 
         yield* call("POST", path, { token, json: { tags: [""] } }),
         400,
         "parameter_invalid",
-        "tags.0"
+        "tags[0]"
       )
       expectError(
         yield* call("POST", path, { token, json: { tags: ["x".repeat(65)] } }),
         400,
         "parameter_invalid",
-        "tags.0"
+        "tags[0]"
       )
       // 99 + 2 new > 100.
       expectError(
