@@ -79,5 +79,8 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
 /** The routes answered before the router (http/FastRoutes.ts), from the contexts that have some. */
 export const FastRoutesLive = Layer.effect(
   FastRoutes,
-  Effect.map(Effect.all([customersModule.fastRoutes, catalogModule.fastRoutes]), (routes) => routes.flat())
+  Effect.map(
+    Effect.all([customersModule.fastRoutes, catalogModule.fastRoutes, ordersModule.fastRoutes]),
+    (routes) => routes.flat()
+  )
 )

@@ -2,8 +2,10 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { CurrentActor } from "../http/Auth.js"
+import { encodeJson, fastGet } from "../http/FastRoutes.js"
 import { OrdersRoutes } from "./Api.js"
 import { Orders } from "./Orders.js"
+import { OrderObject } from "./objects.js"
 
 export const OrdersHttpLive = HttpApiBuilder.group(OrdersRoutes, "orders", (handlers) =>
   Effect.gen(function* () {
@@ -21,3 +23,10 @@ export const OrdersHttpLive = HttpApiBuilder.group(OrdersRoutes, "orders", (hand
       .handle("refund", ({ path, payload }) => withActor((actor) => orders.refund(actor, path.id, payload)))
   })
 )
+
+/** `GET /v1/orders/:id` before the router (http/FastRoutes.ts): the `get` handler's lookup, its encoding. */
+export const OrdersFastRoutes = Effect.gen(function* () {
+  const orders = yield* Orders
+  const encode = encodeJson(OrderObject)
+  return [yield* fastGet("/v1/orders/:id", (actor, id) => Effect.map(orders.get(actor, id), encode))]
+})

@@ -5,7 +5,7 @@
 import { Layer } from "effect"
 import { OrdersRoutes } from "./Api.js"
 import { orderEventTypes } from "./events.js"
-import { OrdersHttpLive } from "./Http.js"
+import { OrdersFastRoutes, OrdersHttpLive } from "./Http.js"
 import { OrdersLive } from "./Orders.js"
 import { OrdersPortLive } from "./port.js"
 import { OrdersProjection } from "./projection.js"
@@ -19,6 +19,7 @@ export const ordersModule = {
   processors: [refundRecovery()],
   routes: OrdersRoutes,
   http: OrdersHttpLive,
+  fastRoutes: OrdersFastRoutes,
   infra: Layer.empty,
   port: OrdersPortLive,
   services: OrdersLive

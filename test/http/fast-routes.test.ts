@@ -13,6 +13,7 @@ import * as Ids from "../../src/kernel/Ids.js"
 import { createProduct, release, reserve, stockedProduct } from "../support/catalog.js"
 import { adminToken, createCustomer, registeredShopper } from "../support/customers.js"
 import { apiKeyWith, call, IdentityHttp, type Reply } from "../support/identity.js"
+import { placeOrder } from "../support/orders.js"
 
 /** Headers minus the per-response ones. */
 const comparable = (headers: Readonly<Record<string, string>>) => {
@@ -168,6 +169,34 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })(
         })
         expect((yield* call("DELETE", path, { token: admin })).status).toBe(200)
         expect((yield* bothWays(path, admin)).body).toMatchObject({ status: "archived" })
+      })
+    )
+  }
+)
+
+layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })(
+  "fast routes: GET /v1/orders/:id",
+  (it) => {
+    it.effect("staff, the shopper who placed it, another shopper, unknown and malformed ids, scopes", () =>
+      Effect.gen(function* () {
+        const admin = yield* adminToken
+        const shopper = yield* registeredShopper()
+        const other = yield* registeredShopper()
+        const order = yield* placeOrder({ customerId: shopper.customerId, email: shopper.email })
+        const path = `/v1/orders/${order.id}`
+        const found = yield* bothWays(path, admin)
+        expect(found.status).toBe(200)
+        expect(found.body).toMatchObject({ id: order.id, displayId: order.displayId })
+        expect((yield* bothWays(path, shopper.accessToken)).status).toBe(200)
+        expect((yield* bothWays(path, other.accessToken)).status).toBe(404)
+        expect(
+          (yield* bothWays(`/v1/orders/${Ids.fromUuid("ord", crypto.randomUUID())}`, admin)).status
+        ).toBe(404)
+        expect((yield* bothWays("/v1/orders/nope", admin)).status).toBe(404)
+        expect((yield* bothWays(`/v1/orders/${createIdLike("cus")}`, admin)).status).toBe(404)
+        expect((yield* bothWays(path)).status).toBe(401)
+        expect((yield* bothWays(path, (yield* apiKeyWith(["read:products"])).key)).status).toBe(403)
+        expect((yield* bothWays(path, (yield* apiKeyWith(["read:orders"])).key)).status).toBe(200)
       })
     )
   }
