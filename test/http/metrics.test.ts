@@ -131,7 +131,7 @@ describe("/metrics", () => {
         yield* supervisor.start([processor("test-metrics-idle", Effect.never)])
 
         for (let i = 0; i < 3; i++) expect((yield* get("/health")).status).toBe(200)
-        expect((yield* get("/v1/orders/ord_123456")).status).toBe(404)
+        expect((yield* get("/v1/no-such-resource/ord_123456")).status).toBe(404)
         expect((yield* get("/health?probe=1")).status).toBe(200)
 
         const res = yield* get("/metrics")
