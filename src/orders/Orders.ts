@@ -239,8 +239,10 @@ export const makeOrders = Effect.gen(function* () {
       const recorded = yield* hot(
         transact(
           Effect.gen(function* () {
-            const result = yield* execute(orderId, outcome.value, actor)
+            // The safety net's row before the order's stream, as the refund worker takes them
+            // (DueWork.complete, then its writes): the opposite order deadlocked under a storm.
             yield* work.cancel(REFUND_KIND, refund.key)
+            const result = yield* execute(orderId, outcome.value, actor)
             return result.state
           })
         )
