@@ -25,10 +25,8 @@
  * reservations/s. Numbers are only comparable on the same machine: the load generator, the app and
  * the database share its CPUs.
  */
-import { randomBytes } from "node:crypto"
 import { cpus } from "node:os"
 import { performance } from "node:perf_hooks"
-import { HttpServer } from "@effect/platform"
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Logger, LogLevel } from "effect"
 import { Catalog } from "../../src/catalog/Catalog.js"
@@ -36,13 +34,13 @@ import { CatalogPort } from "../../src/catalog/index.js"
 import { AppConfig } from "../../src/config.js"
 import { DatabaseInfo } from "../../src/db/Database.js"
 import { CredentialVerifier } from "../../src/http/Auth.js"
-import { createAdmin } from "../../src/identity/admin.js"
 import * as Ids from "../../src/kernel/Ids.js"
 import {
+  appBaseUrl,
   benchApp,
   benchArguments,
+  benchCredentials,
   type CannonOptions,
-  field,
   fmt,
   jsonRequest,
   loadAverage,
@@ -71,43 +69,18 @@ const SPREAD_PRODUCTS = 1_000
 const READ_SAMPLE = 1_000
 const STOCK = 1_000_000
 
-const ADMIN_EMAIL = `bench.admin.${randomBytes(4).toString("hex")}@example.com`
-const ADMIN_PASSWORD = "correct horse battery staple"
-
 const program = Effect.gen(function* () {
   const info = yield* DatabaseInfo
   const config = yield* AppConfig
-  const address = (yield* HttpServer.HttpServer).address
-  if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("the server is not on TCP")
-  const base = `http://127.0.0.1:${address.port}`
+  const base = yield* appBaseUrl
   yield* Console.log(
     `bench: ${info.kind === "postgres" ? `PostgreSQL (pool of ${config.databaseMaxConnections})` : "embedded PGlite (one connection, in this process)"}, ` +
       `${cpus().length} CPUs, Node ${process.version}, ${fmt(PRODUCTS)} products, ${ROUNDS} rounds of ` +
       `${SECONDS} s per read after ${WARM_UP_SECONDS} s of warm-up, load average ${loadAverage()}`
   )
 
-  // An admin (its actor seeds in-process) and an API key holding read:products for the reads.
-  yield* createAdmin(ADMIN_EMAIL, ADMIN_PASSWORD)
-  const login = yield* jsonRequest(`${base}/auth/login`, {
-    method: "POST",
-    body: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD }
-  })
-  const accessToken = field(login.body, "accessToken")
-  if (login.status !== 200 || typeof accessToken !== "string")
-    return yield* Effect.dieMessage(
-      `POST /auth/login answered ${login.status}: ${JSON.stringify(login.body)}`
-    )
+  const { accessToken, key } = yield* benchCredentials(base, "bench:catalog", ["read:products"])
   const actor = yield* (yield* CredentialVerifier).verify(accessToken)
-  const created = yield* jsonRequest(`${base}/apikey`, {
-    method: "POST",
-    token: accessToken,
-    body: { name: "bench:catalog", scopes: ["read:products"] }
-  })
-  const key = field(created.body, "key")
-  if (created.status !== 201 || typeof key !== "string")
-    return yield* Effect.dieMessage(
-      `POST /apikey answered ${created.status}: ${JSON.stringify(created.body)}`
-    )
 
   // 1. Seed through the use case.
   const catalog = yield* Catalog

@@ -22,17 +22,16 @@
  * Target (issue #19): ≥ 300 confirmed payments/s. Numbers are only comparable on the same machine:
  * the load generator, the app and the database share its CPUs (the load average is printed).
  */
-import { randomBytes } from "node:crypto"
 import { cpus } from "node:os"
-import { HttpServer } from "@effect/platform"
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Logger, LogLevel } from "effect"
 import { AppConfig } from "../../src/config.js"
 import { DatabaseInfo } from "../../src/db/Database.js"
-import { createAdmin } from "../../src/identity/admin.js"
 import {
+  appBaseUrl,
   benchApp,
   benchArguments,
+  benchCredentials,
   type CannonOptions,
   field,
   fmt,
@@ -56,41 +55,17 @@ const WARM_UP_SECONDS = 2
 const CONNECTIONS = 32
 const SEED_CONCURRENCY = 16
 
-const ADMIN_EMAIL = `bench.admin.${randomBytes(4).toString("hex")}@example.com`
-const ADMIN_PASSWORD = "correct horse battery staple"
-
 const program = Effect.gen(function* () {
   const info = yield* DatabaseInfo
   const config = yield* AppConfig
-  const address = (yield* HttpServer.HttpServer).address
-  if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("the server is not on TCP")
-  const base = `http://127.0.0.1:${address.port}`
+  const base = yield* appBaseUrl
   yield* Console.log(
     `bench: ${info.kind === "postgres" ? `PostgreSQL (pool of ${config.databaseMaxConnections})` : "embedded PGlite (one connection, in this process)"}, ` +
       `${cpus().length} CPUs, Node ${process.version}, ${config.payments.processor} processor, ${ROUNDS} rounds of ` +
       `${SECONDS} s per row after ${WARM_UP_SECONDS} s of warm-up, load average ${loadAverage()}`
   )
 
-  yield* createAdmin(ADMIN_EMAIL, ADMIN_PASSWORD)
-  const login = yield* jsonRequest(`${base}/auth/login`, {
-    method: "POST",
-    body: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD }
-  })
-  const accessToken = field(login.body, "accessToken")
-  if (login.status !== 200 || typeof accessToken !== "string")
-    return yield* Effect.dieMessage(
-      `POST /auth/login answered ${login.status}: ${JSON.stringify(login.body)}`
-    )
-  const created = yield* jsonRequest(`${base}/apikey`, {
-    method: "POST",
-    token: accessToken,
-    body: { name: "bench:payments", scopes: ["read:payments", "write:payments"] }
-  })
-  const key = field(created.body, "key")
-  if (created.status !== 201 || typeof key !== "string")
-    return yield* Effect.dieMessage(
-      `POST /apikey answered ${created.status}: ${JSON.stringify(created.body)}`
-    )
+  const { key } = yield* benchCredentials(base, "bench:payments", ["read:payments", "write:payments"])
 
   // 1. Seed payments over HTTP, for the reads.
   const paymentBody = { amount: 2_000, currency: "USD", paymentMethod: "pm_card_visa" }

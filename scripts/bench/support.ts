@@ -7,10 +7,12 @@
 import { randomBytes } from "node:crypto"
 import { createRequire } from "node:module"
 import { loadavg } from "node:os"
+import { HttpServer } from "@effect/platform"
 import { Console, Effect, Layer, Option, Redacted } from "effect"
 import pg from "pg"
 import { AppConfig, type AppConfigShape, makeAppConfig } from "../../src/config.js"
 import { NodeServerLive } from "../../src/http/Server.js"
+import { createAdmin } from "../../src/identity/admin.js"
 import { projections } from "../../src/registry.js"
 import { HttpAppLive } from "../../src/server.js"
 import { servicesLayer } from "../../src/services.js"
@@ -313,4 +315,39 @@ export const jsonRequest = (url: string, init: { method?: string; token?: string
       body = text
     }
     return { status: response.status, body }
+  })
+
+/** The in-process app's base URL (`http://127.0.0.1:<port>`). */
+export const appBaseUrl = Effect.flatMap(HttpServer.HttpServer, (server) =>
+  server.address._tag === "TcpAddress"
+    ? Effect.succeed(`http://127.0.0.1:${server.address.port}`)
+    : Effect.dieMessage("the server is not on TCP")
+)
+
+/**
+ * An admin created in-process and logged in over HTTP, and an API key of theirs holding `scopes`:
+ * the admin's access token and the key.
+ */
+export const benchCredentials = (base: string, name: string, scopes: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const email = `bench.admin.${randomBytes(4).toString("hex")}@example.com`
+    const password = "correct horse battery staple"
+    yield* createAdmin(email, password)
+    const login = yield* jsonRequest(`${base}/auth/login`, { method: "POST", body: { email, password } })
+    const accessToken = field(login.body, "accessToken")
+    if (login.status !== 200 || typeof accessToken !== "string")
+      return yield* Effect.dieMessage(
+        `POST /auth/login answered ${login.status}: ${JSON.stringify(login.body)}`
+      )
+    const created = yield* jsonRequest(`${base}/apikey`, {
+      method: "POST",
+      token: accessToken,
+      body: { name, scopes }
+    })
+    const key = field(created.body, "key")
+    if (created.status !== 201 || typeof key !== "string")
+      return yield* Effect.dieMessage(
+        `POST /apikey answered ${created.status}: ${JSON.stringify(created.body)}`
+      )
+    return { accessToken, key }
   })
