@@ -50,7 +50,8 @@ import {
   ms,
   printFootnotes,
   printTable,
-  quantile
+  quantile,
+  shuffle
 } from "./support.js"
 
 const USAGE = "usage: npm run bench:catalog -- [--products N] [--duration S] [--rounds N] [--reservations N]"
@@ -114,12 +115,7 @@ const program = Effect.gen(function* () {
   // Pre-built requests the generator cycles through: a `setupRequest` function drawing a random id
   // per request costs the generator's thread more than the server spends answering (it bounded the
   // run below the server), so each connection walks a shuffled sample of the products instead.
-  const shuffled = [...ids]
-  for (let i = shuffled.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1))
-    const [a, b] = [shuffled[i], shuffled[j]]
-    if (a !== undefined && b !== undefined) [shuffled[i], shuffled[j]] = [b, a]
-  }
+  const shuffled = shuffle(ids)
   const sample = shuffled.slice(0, READ_SAMPLE)
   const reads: ReadonlyArray<readonly [string, Omit<CannonOptions, "duration">]> = [
     ["GET /health", { url: `${base}/health`, connections: READ_CONNECTIONS }],

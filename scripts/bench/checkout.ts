@@ -50,7 +50,8 @@ import {
   ms,
   printFootnotes,
   printTable,
-  quantile
+  quantile,
+  shuffle
 } from "./support.js"
 
 const USAGE = "usage: npm run bench:checkout -- [--duration S] [--rounds N] [--products N]"
@@ -193,7 +194,7 @@ const program = Effect.gen(function* () {
     purchaseRuns.push(run)
     placed.push(...run.orderIds)
     yield* Console.log(`… round ${round}/${ROUNDS}: GET /v1/orders/:id, ${CONNECTIONS} connections`)
-    const sample = [...placed].sort(() => Math.random() - 0.5).slice(0, 1_000)
+    const sample = shuffle(placed).slice(0, 1_000)
     const reads: Omit<CannonOptions, "duration"> = {
       url: `${base}/v1/orders`,
       connections: CONNECTIONS,

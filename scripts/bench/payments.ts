@@ -42,7 +42,8 @@ import {
   median,
   ms,
   printFootnotes,
-  printTable
+  printTable,
+  shuffle
 } from "./support.js"
 
 const USAGE = "usage: npm run bench:payments -- [--duration S] [--rounds N] [--payments N]"
@@ -86,12 +87,7 @@ const program = Effect.gen(function* () {
       ),
     { concurrency: SEED_CONCURRENCY }
   )
-  const shuffled = [...ids]
-  for (let i = shuffled.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1))
-    const [a, b] = [shuffled[i], shuffled[j]]
-    if (a !== undefined && b !== undefined) [shuffled[i], shuffled[j]] = [b, a]
-  }
+  const shuffled = shuffle(ids)
 
   // 2. Interleaved rounds.
   const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" }

@@ -351,3 +351,14 @@ export const benchCredentials = (base: string, name: string, scopes: ReadonlyArr
       )
     return { accessToken, key }
   })
+
+/** A shuffled copy of `values` (Fisher–Yates). */
+export const shuffle = <A>(values: ReadonlyArray<A>): Array<A> => {
+  const out = [...values]
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1))
+    const [a, b] = [out[i], out[j]]
+    if (a !== undefined && b !== undefined) [out[i], out[j]] = [b, a]
+  }
+  return out
+}
