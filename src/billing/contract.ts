@@ -18,7 +18,9 @@
  * quantity through `UsageLedger` and advances `usage_closed_before` in its transaction.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, type Effect } from "effect"
+import { Context, Effect, Layer } from "effect"
+import { now } from "../kernel/Time.js"
+import type { DueItem } from "../processors/DueWork.js"
 
 export type UsageAggregation = "sum" | "count" | "max" | "last" | "unique_count"
 
@@ -60,10 +62,38 @@ export class UsageLedger extends Context.Tag("billing/UsageLedger")<UsageLedger,
  * `testClockId`, Effect's Clock otherwise. Implemented by `src/billing/testClocks/`.
  */
 export interface BillingClockShape {
+  /** A test clock's frozen time, or the Clock's now when `testClockId` is null. */
   readonly nowFor: (testClockId: string | null) => Effect.Effect<Date, SqlError>
+  /** The test clock a customer was created on (`POST /user {testClockId}`), if any. */
+  readonly clockOf: (customerId: string) => Effect.Effect<string | null, SqlError>
 }
 
 export class BillingClock extends Context.Tag("billing/BillingClock")<BillingClock, BillingClockShape>() {}
+
+/**
+ * Real time for everyone: what billing runs on until test clocks are wired (and the behaviour for
+ * every customer not on a test clock). `src/billing/testClocks/` provides the full implementation.
+ */
+export const RealTimeBillingClock = Layer.succeed(
+  BillingClock,
+  BillingClock.of({ nowFor: () => now, clockOf: () => Effect.succeed(null) })
+)
+
+/**
+ * Billing's due work as a test clock's advance runs it: the base kinds billing schedules
+ * (`billing.renew`, …) and, for one claimed item of such a kind (or of `<kind>@<testClockId>`), the
+ * handler plus the recording of its outcome (`DueWork.complete`), as `dueWorker` would do it.
+ * Implemented by the subscriptions part.
+ */
+export interface BillingDueWorkShape {
+  readonly kinds: ReadonlyArray<string>
+  readonly process: (item: DueItem) => Effect.Effect<"Done" | "Retry" | "Failed", SqlError>
+}
+
+export class BillingDueWork extends Context.Tag("billing/BillingDueWork")<
+  BillingDueWork,
+  BillingDueWorkShape
+>() {}
 
 /**
  * Due work of a customer on a test clock is scheduled under the kind `<kind>@<testClockId>`: no
