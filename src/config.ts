@@ -112,6 +112,34 @@ export interface StripeSettings {
   readonly apiBase: Option.Option<URL>
 }
 
+/** Billing (`src/billing`): dunning of failed renewals (research §4.5). */
+export interface BillingSettings {
+  /**
+   * `BILLING_RETRY_SCHEDULE` (default `1d,3d,7d,14d`): when a failed renewal is tried again, each an
+   * offset from the first failure (`s`, `m`, `h`, `d`); the number of entries is the number of retries.
+   */
+  readonly retrySchedule: ReadonlyArray<number>
+  /** `BILLING_ON_RETRIES_EXHAUSTED`: `cancel` (default) or `mark_unpaid` once every retry failed. */
+  readonly onRetriesExhausted: "cancel" | "mark_unpaid"
+}
+
+const DURATION_UNITS: Readonly<Record<string, number>> = { s: 1, m: 60, h: 3600, d: 86_400 }
+
+/** `1d,3d,7d,14d` → offsets in seconds (increasing), or undefined when malformed. */
+export const parseRetrySchedule = (text: string): ReadonlyArray<number> | undefined => {
+  const parts = text.split(",").map((p) => p.trim())
+  const seconds: Array<number> = []
+  for (const part of parts) {
+    const m = /^([0-9]{1,6})([smhd])$/.exec(part)
+    const unit = m?.[2] === undefined ? undefined : DURATION_UNITS[m[2]]
+    if (m === null || unit === undefined) return undefined
+    const value = Number(m[1]) * unit
+    if (value <= 0 || (seconds.length > 0 && value <= (seconds[seconds.length - 1] ?? 0))) return undefined
+    seconds.push(value)
+  }
+  return seconds.length > 0 && seconds.length <= 20 ? seconds : undefined
+}
+
 export const PAYMENT_PROCESSORS = ["test", "stripe"] as const
 export type PaymentProcessorName = (typeof PAYMENT_PROCESSORS)[number]
 
@@ -156,6 +184,7 @@ export interface AppConfigShape {
   readonly notifications: NotificationSettings
   readonly webhooks: WebhookSettings
   readonly payments: PaymentSettings
+  readonly billing: BillingSettings
 }
 
 export class AppConfig extends Context.Tag("AppConfig")<AppConfig, AppConfigShape>() {}
@@ -290,6 +319,25 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
       )
     ),
     crashAfterCall: Config.boolean("PAYMENTS_CRASH_AFTER_CALL").pipe(Config.withDefault(false))
+  }),
+  billing: Config.all({
+    retrySchedule: Config.string("BILLING_RETRY_SCHEDULE").pipe(
+      Config.withDefault("1d,3d,7d,14d"),
+      Config.mapOrFail((text) => {
+        const schedule = parseRetrySchedule(text)
+        return schedule === undefined
+          ? Either.left(
+              ConfigError.InvalidData(
+                ["BILLING_RETRY_SCHEDULE"],
+                "must be increasing offsets such as 1d,3d,7d,14d (units s, m, h, d)"
+              )
+            )
+          : Either.right(schedule)
+      })
+    ),
+    onRetriesExhausted: Config.literal("cancel", "mark_unpaid")("BILLING_ON_RETRIES_EXHAUSTED").pipe(
+      Config.withDefault("cancel" as const)
+    )
   })
 }).pipe(
   // Money must never move through a processor nobody chose: production names it explicitly.
@@ -419,6 +467,7 @@ export const makeAppConfig = (overrides: Partial<AppConfigShape> = {}): AppConfi
   // Tests and scripts deliver to receivers on 127.0.0.1.
   webhooks: { allowPrivate: true, alertEmail: Option.none(), concurrency: 64, endpointConcurrency: 16 },
   payments: { processor: "test", recoveryAfterSeconds: 30, stripe: Option.none(), crashAfterCall: false },
+  billing: { retrySchedule: [86_400, 3 * 86_400, 7 * 86_400, 14 * 86_400], onRetriesExhausted: "cancel" },
   ...overrides
 })
 

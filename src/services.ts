@@ -8,6 +8,8 @@ import type { SqlClient } from "@effect/sql"
 import { Layer } from "effect"
 import { Api } from "./Api.js"
 import { OpsStatusLive, subscriptionSpecs } from "./audit/OpsStatus.js"
+import { RealTimeBillingClock } from "./billing/contract.js"
+import { billingModule, ZeroUsageLedger } from "./billing/module.js"
 import { catalogModule } from "./catalog/module.js"
 import { checkoutModule } from "./checkout/module.js"
 import type { AppConfig } from "./config.js"
@@ -45,6 +47,7 @@ export type ProcessorServices =
   | Layer.Layer.Success<typeof paymentsModule.infra>
   | Layer.Layer.Success<typeof paymentsModule.port>
   | Layer.Layer.Success<typeof checkoutModule.services>
+  | Layer.Layer.Success<typeof billingModule.services>
 
 /** Every context's use cases, over every context's port, over every context's infrastructure. */
 export const ContextServicesLive = Layer.mergeAll(
@@ -56,7 +59,8 @@ export const ContextServicesLive = Layer.mergeAll(
   eventsModule.services,
   paymentsModule.services,
   ordersModule.services,
-  checkoutModule.services
+  checkoutModule.services,
+  billingModule.services
 ).pipe(
   Layer.provideMerge(
     Layer.mergeAll(
@@ -67,7 +71,8 @@ export const ContextServicesLive = Layer.mergeAll(
       catalogModule.port,
       paymentsModule.port,
       ordersModule.port,
-      checkoutModule.port
+      checkoutModule.port,
+      billingModule.port
     )
   ),
   Layer.provideMerge(
@@ -80,6 +85,9 @@ export const ContextServicesLive = Layer.mergeAll(
       paymentsModule.infra,
       ordersModule.infra,
       checkoutModule.infra,
+      billingModule.infra,
+      RealTimeBillingClock, // replaced by src/billing/testClocks on merge
+      ZeroUsageLedger, // replaced by src/billing/usage on merge
       RateLimiterLive
     )
   )

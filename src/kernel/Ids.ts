@@ -28,6 +28,7 @@ export const ID_PREFIXES = [
   "re",
   "sub",
   "ue",
+  "in",
   "ses",
   "prs"
 ] as const

@@ -21,7 +21,13 @@ export const WEBHOOK_EVENT_TYPES = [
   "customer.updated",
   "inventory.low_stock",
   "inventory.out_of_stock",
-  "inventory.restocked"
+  "inventory.restocked",
+  // Extensions beyond spec §6.1 (src/billing): subscriptions and their invoices.
+  "subscription.created",
+  "subscription.updated",
+  "subscription.cancelled",
+  "invoice.paid",
+  "invoice.payment_failed"
 ] as const
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number]
 
@@ -88,6 +94,48 @@ const inventory = (stocked: number, reserved: number, previousState: string, sta
   state
 })
 
+/** The `/v1` subscription object, as `subscription.*` events carry it (src/billing). */
+const subscription = (status: string, canceledAt: string | null = null) => ({
+  object: "subscription",
+  id: "sub_sample",
+  customerId: "cus_sample",
+  productId: "prod_sample",
+  planName: "Sample plan",
+  quantity: 1,
+  status,
+  price: { amount: 999, currency: "USD", interval: "month", intervalCount: 1, usage: null },
+  currentPeriodStart: AT,
+  currentPeriodEnd: "2026-02-15T10:30:00.000Z",
+  cancelAtPeriodEnd: false,
+  canceledAt,
+  createdAt: AT
+})
+/** The `/v1` invoice object, as `invoice.*` events carry it (src/billing). */
+const invoice = (status: string, attemptCount: number) => ({
+  object: "invoice",
+  id: "in_sample",
+  subscriptionId: "sub_sample",
+  customerId: "cus_sample",
+  billingReason: "subscription_cycle",
+  periodStart: AT,
+  periodEnd: "2026-02-15T10:30:00.000Z",
+  lines: [
+    {
+      type: "subscription",
+      quantity: 1,
+      unitAmount: 999,
+      amount: 999,
+      period: { start: AT, end: "2026-02-15T10:30:00.000Z" }
+    }
+  ],
+  subtotal: 999,
+  total: 999,
+  currency: "USD",
+  status,
+  attemptCount,
+  createdAt: AT
+})
+
 /** What a test delivery of each type carries as `data`. */
 export const SAMPLE_DATA: Readonly<Record<WebhookEventType, Readonly<Record<string, unknown>>>> = {
   "order.created": order("pending"),
@@ -106,5 +154,10 @@ export const SAMPLE_DATA: Readonly<Record<WebhookEventType, Readonly<Record<stri
   "customer.updated": customer,
   "inventory.low_stock": inventory(10, 7, "in_stock", "low_stock"),
   "inventory.out_of_stock": inventory(10, 10, "low_stock", "out_of_stock"),
-  "inventory.restocked": inventory(60, 10, "out_of_stock", "in_stock")
+  "inventory.restocked": inventory(60, 10, "out_of_stock", "in_stock"),
+  "subscription.created": subscription("active"),
+  "subscription.updated": subscription("past_due"),
+  "subscription.cancelled": subscription("canceled", AT),
+  "invoice.paid": invoice("paid", 0),
+  "invoice.payment_failed": invoice("open", 1)
 }

@@ -1,0 +1,1108 @@
+/**
+ * The billing use cases behind `/v1/subscriptions` and `/v1/invoices`, and the due work that renews,
+ * retries and expires subscriptions (research commerce-design §1.7, §4.1–§4.5).
+ *
+ * - Every command on a subscription runs in ONE transaction that first locks its read-model row
+ *   `FOR UPDATE` (src/billing/contract.ts): renewals, retries, cancellations and PATCHes of one
+ *   subscription queue behind each other, and usage writes (which lock it `FOR KEY SHARE`) never
+ *   commit while a renewal reads the closed period's quantity and advances `usage_closed_before`.
+ * - An invoice and its payment intent are created in that transaction (PaymentsPort.createIntent, no
+ *   processor call). A renewal's invoice id derives from `<subscription>:<periodStart>` (UNIQUE in the
+ *   read model) and its intent's processor keys start with `renewal:<subscription>:<periodStart>`: a
+ *   re-run finds the period already advanced and the same invoice, never makes a second one.
+ * - The charge (PaymentsPort.confirm) runs outside any transaction, then its outcome is recorded in a
+ *   second one. One invoice has one intent, and an intent is charged at most once (confirming one
+ *   that succeeded answers it): a re-run scheduler, a crashed worker's successor, or a manual retry
+ *   racing a renewal can attempt a payment again, never take it twice.
+ * - "Now" for a subscription is `BillingClock.nowFor(testClockId)`: a customer on a test clock lives
+ *   on its time. Due items are scheduled under `clockedKind(kind, testClockId)`.
+ */
+import { createHash } from "node:crypto"
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer, Option } from "effect"
+import { CatalogPort, type ProductView } from "../catalog/index.js"
+import { AppConfig } from "../config.js"
+import { findCustomer } from "../customers/index.js"
+import type { EventMetadata } from "../eventstore/EventStore.js"
+import type { AuthenticatedActor } from "../http/Auth.js"
+import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable } from "../http/errors.js"
+import type { V1Page } from "../http/Lists.js"
+import { CommandRunner } from "../kernel/CommandRunner.js"
+import * as Ids from "../kernel/Ids.js"
+import { metadataProblem } from "../kernel/Metadata.js"
+import { commandMetadata } from "../kernel/UseCase.js"
+import { type PaymentIntentObject, PaymentsPort } from "../payments/index.js"
+import { type DueItem, DueOutcome, DueWork } from "../processors/DueWork.js"
+import type {
+  CancelParams,
+  InvoiceListParams,
+  NewSubscription,
+  SubscriptionListParams,
+  SubscriptionPatch
+} from "./Api.js"
+import { BillingClock, clockedKind, UsageLedger } from "./contract.js"
+import {
+  INCOMPLETE_WINDOW_MS,
+  type InvoiceDraft,
+  type InvoiceState,
+  isRenewable,
+  latestInvoiceOf,
+  type NextPeriod,
+  type PaymentOutcome,
+  renewalKindOf,
+  type SubscriptionCommand,
+  type SubscriptionError,
+  type SubscriptionState,
+  subscriptionStream
+} from "./decider.js"
+import type { BillingReason, InvoiceLine, PriceSnapshot } from "./events.js"
+import {
+  type InvoiceObject,
+  SubscriptionDecider,
+  type SubscriptionObject,
+  subscriptionObject
+} from "./objects.js"
+import { periodAt, trialEndOf } from "./periods.js"
+import {
+  listInvoices,
+  listSubscriptions,
+  lockSubscription,
+  selectInvoice,
+  selectSubscription
+} from "./queries.js"
+
+/** Due-work kinds (base names; a test clock's items carry `@<testClockId>`, see `clockedKind`). */
+export const RENEW_KIND = "billing.renew"
+export const RETRY_KIND = "billing.retry"
+export const EXPIRE_KIND = "billing.expire_incomplete"
+export const BILLING_KINDS = [RENEW_KIND, RETRY_KIND, EXPIRE_KIND] as const
+
+/** Stripe's and the payments context's bound on one charge: eight digits of minor units. */
+const MAX_CHARGE = 99_999_999
+
+/** When a charge could not be made or its outcome is not known yet, the item runs again this much later. */
+const COLLECT_RETRY_MS = 60_000
+
+const SYSTEM: EventMetadata = { actor: { type: "system", id: "billing" } }
+
+/** The invoice of a subscription's period: one id per `<subscription>:<periodStart>`, however often asked. */
+export const invoiceIdOf = (subscriptionId: string, periodStart: Date) =>
+  Ids.derive("in", `${subscriptionId}:${periodStart.toISOString()}`, periodStart.getTime())
+
+/** The processor-key prefix of the charge of a subscription's period (research §4.3). */
+export const renewalKeyOf = (subscriptionId: string, periodStart: Date) =>
+  `renewal:${subscriptionId}:${periodStart.toISOString()}`
+
+const notFound = NotFound.of({ message: "No such subscription", param: "id" })
+const invoiceNotFound = NotFound.of({ message: "No such invoice", param: "id" })
+
+const baseKindOf = (kind: string) => kind.split("@")[0] ?? kind
+
+const subscriptionIdOf = (item: DueItem): string => {
+  const payload = item.payload
+  if (typeof payload === "object" && payload !== null && "subscriptionId" in payload)
+    return String(payload.subscriptionId)
+  return item.key.split(":")[0] ?? ""
+}
+
+const usagePriceOf = (product: ProductView): PriceSnapshot["usage"] => {
+  const usage = product.price.recurring?.usage ?? null
+  return usage === null
+    ? null
+    : {
+        meter: usage.meter,
+        aggregation: usage.aggregation,
+        unitAmount: usage.unitAmount,
+        includedUnits: usage.includedUnits,
+        uniqueKey: null
+      }
+}
+
+/** The product's recurring price as a subscription snapshots it, or the 400 saying why it cannot. */
+const priceOf = (product: ProductView, param: string): Effect.Effect<PriceSnapshot, BadRequest> => {
+  const recurring = product.price.recurring
+  if (product.status !== "active")
+    return Effect.fail(
+      BadRequest.of({
+        code: "parameter_invalid",
+        message: `Product ${product.id} is ${product.status}: only active products can be subscribed to.`,
+        param
+      })
+    )
+  if (product.price.type !== "recurring" || recurring === null)
+    return Effect.fail(
+      BadRequest.of({
+        code: "parameter_invalid",
+        message: `Product ${product.id} has a one-time price: subscriptions need a recurring price.`,
+        param
+      })
+    )
+  return Effect.succeed({
+    amount: product.price.amount,
+    currency: product.price.currency,
+    interval: recurring.interval,
+    intervalCount: recurring.intervalCount,
+    usage: usagePriceOf(product)
+  })
+}
+
+const subscriptionLine = (price: PriceSnapshot, quantity: number, start: Date, end: Date): InvoiceLine => ({
+  type: "subscription",
+  quantity,
+  unitAmount: price.amount,
+  amount: price.amount * quantity,
+  period: { start, end }
+})
+
+export const makeBilling = Effect.gen(function* () {
+  const runner = yield* CommandRunner
+  const sql = yield* SqlClient.SqlClient
+  const catalog = yield* CatalogPort
+  const payments = yield* PaymentsPort
+  const work = yield* DueWork
+  const clock = yield* BillingClock
+  const ledger = yield* UsageLedger
+  const config = yield* AppConfig
+  const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
+    Effect.provideService(effect, SqlClient.SqlClient, sql)
+
+  const execute = (subscriptionId: string, command: SubscriptionCommand, metadata: EventMetadata) =>
+    runner.execute(SubscriptionDecider, subscriptionStream(subscriptionId), command, {
+      metadata,
+      newStream: command._tag === "Create"
+    })
+
+  const load = (subscriptionId: string) =>
+    Effect.map(runner.load(SubscriptionDecider, subscriptionStream(subscriptionId)), ({ state }) => state)
+
+  const nowOf = (state: SubscriptionState) => clock.nowFor(state.testClockId)
+
+  /** Staff see every subscription; a shopper only their own (others are 404, like unknown ids). */
+  const visible = (actor: AuthenticatedActor, customerId: string) =>
+    actor.role !== "customer" || customerId === actor.customerId
+
+  // --- Due work ------------------------------------------------------------------------------------
+
+  /** The items the state calls for (inside its transaction): renewal, dunning retry, expiry. */
+  const scheduleFor = (s: SubscriptionState) =>
+    Effect.gen(function* () {
+      const payload = { subscriptionId: s.subscriptionId }
+      if (isRenewable(s))
+        yield* work.schedule({
+          kind: clockedKind(RENEW_KIND, s.testClockId),
+          key: `${s.subscriptionId}:${s.currentPeriodEnd.toISOString()}`,
+          dueAt: s.currentPeriodEnd,
+          payload,
+          replace: true
+        })
+      const latest = latestInvoiceOf(s)
+      if (s.status === "past_due" && latest?.status === "open" && latest.nextPaymentAttempt !== null)
+        yield* work.schedule({
+          kind: clockedKind(RETRY_KIND, s.testClockId),
+          key: `${s.subscriptionId}:${latest.invoiceId}:${latest.nextPaymentAttempt.toISOString()}`,
+          dueAt: latest.nextPaymentAttempt,
+          payload
+        })
+      if (s.status === "incomplete")
+        yield* work.schedule({
+          kind: clockedKind(EXPIRE_KIND, s.testClockId),
+          key: s.subscriptionId,
+          dueAt: new Date(s.currentPeriodStart.getTime() + INCOMPLETE_WINDOW_MS),
+          payload
+        })
+    })
+
+  /**
+   * Runs `body` in one transaction under the subscription's row lock, with its state as of the lock,
+   * then schedules what the new state calls for (same transaction) and wakes the workers after it.
+   */
+  const locked = <A, E, R>(
+    subscriptionId: string,
+    body: (state: SubscriptionState) => Effect.Effect<readonly [A, SubscriptionState], E, R>
+  ) =>
+    Effect.tap(
+      runner.transact(
+        Effect.gen(function* () {
+          const exists = yield* lockSubscription(sql, subscriptionId)
+          const state = yield* load(subscriptionId)
+          if (!exists || !state.exists) return Option.none<A>()
+          const [result, after] = yield* body(state)
+          yield* scheduleFor(after)
+          return Option.some(result)
+        })
+      ),
+      () => work.wake
+    )
+
+  // --- Invoices and their charge -------------------------------------------------------------------
+
+  /** An invoice's draft and, when it has something to pay, its intent (in the caller's transaction). */
+  const draftInvoice = (
+    s: SubscriptionState,
+    input: {
+      readonly billingReason: BillingReason
+      readonly periodStart: Date
+      readonly periodEnd: Date
+      readonly lines: ReadonlyArray<InvoiceLine>
+      readonly paymentMethod: string | null
+      readonly callKeyPrefix: string
+      readonly metadata: EventMetadata
+    }
+  ) =>
+    Effect.gen(function* () {
+      const invoiceId = invoiceIdOf(s.subscriptionId, input.periodStart)
+      const total = input.lines.reduce((sum, l) => sum + l.amount, 0)
+      const intent =
+        total === 0
+          ? null
+          : yield* payments.createIntent(
+              {
+                amount: Math.min(total, MAX_CHARGE),
+                currency: s.price.currency,
+                customerId: s.customerId,
+                captureMethod: "automatic",
+                paymentMethod: input.paymentMethod,
+                metadata: { subscriptionId: s.subscriptionId, invoiceId },
+                description: `Subscription ${s.subscriptionId}, invoice ${invoiceId}`,
+                callKeyPrefix: input.callKeyPrefix
+              },
+              input.metadata
+            )
+      const draft: InvoiceDraft = {
+        subscriptionId: s.subscriptionId,
+        invoiceId,
+        customerId: s.customerId,
+        billingReason: input.billingReason,
+        currency: s.price.currency,
+        periodStart: input.periodStart,
+        periodEnd: input.periodEnd,
+        lines: input.lines,
+        subtotal: total,
+        total,
+        paymentIntentId: intent?.id ?? null
+      }
+      return draft
+    })
+
+  /** The usage of [start, end) as an invoice line (null for a licensed-only price). */
+  const usageLine = (s: SubscriptionState, start: Date, end: Date) =>
+    Effect.gen(function* () {
+      const usage = s.price.usage
+      if (usage === null || end.getTime() <= start.getTime()) return null
+      const { quantity } = yield* ledger.periodQuantity({
+        subscriptionId: s.subscriptionId,
+        usage: { ...usage, uniqueKey: usage.uniqueKey },
+        periodStart: start,
+        periodEnd: end
+      })
+      const billable = Math.max(0, quantity - usage.includedUnits)
+      const line: InvoiceLine = {
+        type: "usage",
+        meter: usage.meter,
+        quantity,
+        includedUnits: usage.includedUnits,
+        billableUnits: billable,
+        unitAmount: usage.unitAmount,
+        amount: Math.round(billable * usage.unitAmount),
+        period: { start, end }
+      }
+      return line
+    })
+
+  /** What a payment attempt came to, from the intent after it (or before, when it already succeeded). */
+  type Collected =
+    | { readonly _tag: "Outcome"; readonly outcome: PaymentOutcome }
+    /** Nothing was recorded: the processor did not answer, or the outcome is not known yet. */
+    | { readonly _tag: "Unknown"; readonly reason: string }
+
+  const outcomeOfIntent = (
+    intent: PaymentIntentObject,
+    declined: boolean,
+    paymentId: string | null
+  ): Collected => {
+    if (intent.status === "succeeded")
+      return { _tag: "Outcome", outcome: { _tag: "Paid", paymentId: intent.latestPaymentId } }
+    if (declined || intent.status === "requires_payment_method" || intent.status === "requires_action")
+      return {
+        _tag: "Outcome",
+        outcome: {
+          _tag: "Failed",
+          paymentId: paymentId ?? intent.latestPaymentId,
+          failureCode:
+            intent.status === "requires_action"
+              ? "authentication_required"
+              : (intent.lastPaymentError?.code ?? "card_declined"),
+          failureMessage:
+            intent.status === "requires_action"
+              ? "The payment needs the customer's authentication, which a renewal cannot ask for."
+              : (intent.lastPaymentError?.message ?? "The payment was declined."),
+          nextPaymentAttempt: null,
+          exhausted: null
+        }
+      }
+    return { _tag: "Unknown", reason: `the payment intent is ${intent.status}` }
+  }
+
+  /** One payment attempt of the invoice's intent (outside any transaction). */
+  const charge = (invoice: InvoiceState, paymentMethod: string | null, metadata: EventMetadata) =>
+    Effect.gen(function* () {
+      const intentId = invoice.paymentIntentId
+      if (intentId === null)
+        return { _tag: "Outcome", outcome: { _tag: "Paid", paymentId: null } } as Collected
+      const before = yield* payments.find(intentId)
+      if (Option.isSome(before) && before.value.status === "succeeded")
+        return outcomeOfIntent(before.value, false, null)
+      if (Option.isSome(before) && before.value.status === "canceled")
+        return { _tag: "Unknown", reason: "the payment intent was canceled" } as Collected
+      const failed = (code: string, message: string): Collected => ({
+        _tag: "Outcome",
+        outcome: {
+          _tag: "Failed",
+          paymentId: null,
+          failureCode: code,
+          failureMessage: message,
+          nextPaymentAttempt: null,
+          exhausted: null
+        }
+      })
+      return yield* payments
+        .confirm(intentId, paymentMethod === null ? {} : { paymentMethod }, metadata)
+        .pipe(
+          Effect.map((o) => outcomeOfIntent(o.intent, o.declined, o.paymentId)),
+          Effect.catchTags({
+            UnknownPaymentMethod: (e) =>
+              Effect.succeed(
+                failed("invalid_payment_method", `No such payment method: ${e.paymentMethod.slice(0, 40)}`)
+              ),
+            PaymentMethodMissing: () =>
+              Effect.succeed(failed("payment_method_missing", "The subscription has no payment method.")),
+            ProcessorUnavailable: (e) =>
+              Effect.succeed<Collected>({ _tag: "Unknown", reason: `processor unavailable: ${e.message}` }),
+            PaymentIntentNotFound: (e) => Effect.die(e),
+            // Another confirmation got there first: its outcome, as the intent now stands.
+            UnexpectedState: () =>
+              Effect.map(payments.find(intentId), (now) =>
+                Option.isSome(now)
+                  ? outcomeOfIntent(now.value, false, null)
+                  : ({ _tag: "Unknown", reason: "no such payment intent" } as Collected)
+              )
+          })
+        )
+    })
+
+  /**
+   * When the next automatic try of a cycle invoice comes after a failure at `now`: the first offset of
+   * the schedule (from the invoice's period start, when the first try ran) still ahead; none left →
+   * exhausted.
+   */
+  const nextAttemptOf = (invoice: InvoiceState, now: Date): Date | null => {
+    for (const seconds of config.billing.retrySchedule) {
+      const at = new Date(invoice.periodStart.getTime() + seconds * 1000)
+      if (at.getTime() > now.getTime()) return at
+    }
+    return null
+  }
+
+  /**
+   * Records a payment attempt's outcome on the invoice (one transaction, under the row lock): dunning
+   * decides the next try (automatic failures only; a manual one leaves the schedule as it is).
+   */
+  const record = (
+    subscriptionId: string,
+    invoiceId: string,
+    collected: PaymentOutcome,
+    automatic: boolean,
+    metadata: EventMetadata
+  ) =>
+    locked(subscriptionId, (state) =>
+      Effect.gen(function* () {
+        const invoice = state.invoices.find((i) => i.invoiceId === invoiceId)
+        if (invoice === undefined || invoice.status !== "open") return [state, state] as const
+        const now = yield* nowOf(state)
+        let outcome = collected
+        if (outcome._tag === "Failed") {
+          const dunning = invoice.billingReason === "subscription_cycle" && state.status !== "unpaid"
+          const next = !dunning ? null : automatic ? nextAttemptOf(invoice, now) : invoice.nextPaymentAttempt
+          outcome = {
+            ...outcome,
+            nextPaymentAttempt: next,
+            exhausted: dunning && automatic && next === null ? config.billing.onRetriesExhausted : null
+          }
+        }
+        const result = yield* execute(
+          subscriptionId,
+          { _tag: "RecordPayment", invoiceId, outcome, now },
+          metadata
+        )
+        return [result.state, result.state] as const
+      })
+    )
+
+  /**
+   * Charges an open invoice (outside any transaction) and records the outcome. Answers the state
+   * after, or Unknown when nothing could be recorded (the caller tries again later).
+   */
+  const collect = (
+    subscriptionId: string,
+    invoiceId: string,
+    options: { readonly paymentMethod?: string | null; readonly automatic: boolean },
+    metadata: EventMetadata
+  ) =>
+    Effect.gen(function* () {
+      const state = yield* load(subscriptionId)
+      const invoice = state.invoices.find((i) => i.invoiceId === invoiceId)
+      if (invoice === undefined || invoice.status !== "open") return { _tag: "Done" as const, state }
+      const collected = yield* charge(invoice, options.paymentMethod ?? state.paymentMethod, metadata)
+      if (collected._tag === "Unknown") return { _tag: "Unknown" as const, state, reason: collected.reason }
+      const after = yield* record(subscriptionId, invoiceId, collected.outcome, options.automatic, metadata)
+      return { _tag: "Done" as const, state: Option.getOrElse(after, () => state) }
+    })
+
+  // --- Renewal, retry, expiry ------------------------------------------------------------------------
+
+  /** The plan the next period is billed at: the pending update, or the current one. */
+  const nextPeriodOf = (s: SubscriptionState): NextPeriod => {
+    const plan = s.pendingUpdate ?? {
+      productId: s.productId,
+      planName: s.planName,
+      quantity: s.quantity,
+      price: s.price
+    }
+    const sameCycle =
+      plan.price.interval === s.price.interval && plan.price.intervalCount === s.price.intervalCount
+    // A new interval starts a new cycle at the renewal; the same one keeps counting from the anchor.
+    const anchor = sameCycle ? s.anchor : s.currentPeriodEnd
+    const periodIndex = sameCycle ? s.periodIndex + 1 : 0
+    const period = periodAt(anchor, plan.price, periodIndex)
+    return {
+      productId: plan.productId,
+      planName: plan.planName,
+      quantity: plan.quantity,
+      price: plan.price,
+      anchor,
+      periodIndex,
+      periodStart: period.start,
+      periodEnd: period.end
+    }
+  }
+
+  /**
+   * The renewal of a subscription whose period ended, in one transaction under its row lock: the
+   * closed period's usage (through `UsageLedger`), the invoice (licensed fee of the new period in
+   * advance + usage in arrears) and its intent, the period advanced — or, with `cancelAtPeriodEnd`,
+   * the final usage invoiced and the subscription canceled. Not due (renewed already, past_due,
+   * canceled…): nothing. Answers the state after.
+   */
+  const renewLocked = (subscriptionId: string, metadata: EventMetadata) =>
+    locked(subscriptionId, (state) =>
+      Effect.gen(function* () {
+        const now = yield* nowOf(state)
+        const kind = renewalKindOf(state, now)
+        if (kind === "not_due") return [state, state] as const
+        const end = state.currentPeriodEnd
+        // Usage of a trial is billed at 0 (research §4.2).
+        const usage =
+          state.status === "trialing" ? null : yield* usageLine(state, state.currentPeriodStart, end)
+        let next: NextPeriod | null = null
+        let invoice: InvoiceDraft | null = null
+        if (kind === "cancel_at_period_end") {
+          if (usage !== null && usage.amount > 0)
+            invoice = yield* draftInvoice(state, {
+              billingReason: "subscription_cancel",
+              periodStart: end,
+              periodEnd: end,
+              lines: [usage],
+              paymentMethod: state.paymentMethod,
+              callKeyPrefix: renewalKeyOf(subscriptionId, end),
+              metadata
+            })
+        } else if (kind === "renew") {
+          next = nextPeriodOf(state)
+          const lines = [
+            subscriptionLine(next.price, next.quantity, next.periodStart, next.periodEnd),
+            ...(usage === null ? [] : [usage])
+          ]
+          invoice = yield* draftInvoice(state, {
+            billingReason: "subscription_cycle",
+            periodStart: next.periodStart,
+            periodEnd: next.periodEnd,
+            lines,
+            paymentMethod: state.paymentMethod,
+            callKeyPrefix: renewalKeyOf(subscriptionId, next.periodStart),
+            metadata
+          })
+        }
+        const result = yield* execute(subscriptionId, { _tag: "Renew", now, next, invoice }, metadata)
+        return [result.state, result.state] as const
+      })
+    )
+
+  /**
+   * `billing.renew` (and a manual renewal): renews when due, then charges the latest invoice if no
+   * attempt was recorded on it yet — which is also how a renewal interrupted after its transaction
+   * (or after the processor call) completes on the next run, without a second invoice or charge.
+   */
+  const renew = (subscriptionId: string, metadata: EventMetadata = SYSTEM) =>
+    Effect.gen(function* () {
+      const renewed = yield* renewLocked(subscriptionId, metadata)
+      if (Option.isNone(renewed)) return DueOutcome.done()
+      const latest = latestInvoiceOf(renewed.value)
+      if (latest === undefined || latest.status !== "open" || latest.attemptCount > 0)
+        return DueOutcome.done()
+      if (latest.billingReason === "subscription_create") return DueOutcome.done()
+      const collected = yield* collect(subscriptionId, latest.invoiceId, { automatic: true }, metadata)
+      if (collected._tag === "Unknown") {
+        const now = yield* nowOf(renewed.value)
+        return DueOutcome.retry({ at: new Date(now.getTime() + COLLECT_RETRY_MS), error: collected.reason })
+      }
+      return DueOutcome.done()
+    })
+
+  /** `billing.retry`: the next dunning attempt of a past_due subscription's open invoice, when due. */
+  const retry = (subscriptionId: string, metadata: EventMetadata = SYSTEM) =>
+    Effect.gen(function* () {
+      const state = yield* load(subscriptionId)
+      const latest = latestInvoiceOf(state)
+      if (!state.exists || state.status !== "past_due" || latest === undefined || latest.status !== "open")
+        return DueOutcome.done()
+      const now = yield* nowOf(state)
+      if (latest.nextPaymentAttempt === null) return DueOutcome.done()
+      if (now.getTime() < latest.nextPaymentAttempt.getTime())
+        return DueOutcome.retry({ at: latest.nextPaymentAttempt, error: "not due yet" })
+      const collected = yield* collect(subscriptionId, latest.invoiceId, { automatic: true }, metadata)
+      if (collected._tag === "Unknown")
+        return DueOutcome.retry({ at: new Date(now.getTime() + COLLECT_RETRY_MS), error: collected.reason })
+      return DueOutcome.done()
+    })
+
+  /** `billing.expire_incomplete`: 23 h after creation an unpaid first invoice ends the subscription. */
+  const expire = (subscriptionId: string, metadata: EventMetadata = SYSTEM) =>
+    Effect.gen(function* () {
+      const expired = yield* locked(subscriptionId, (state) =>
+        Effect.gen(function* () {
+          const now = yield* nowOf(state)
+          const result = yield* execute(subscriptionId, { _tag: "Expire", now }, metadata)
+          return [{ before: state, after: result.state }, result.state] as const
+        })
+      )
+      if (Option.isNone(expired)) return DueOutcome.done()
+      const { before, after } = expired.value
+      if (after.status !== "incomplete_expired" || before.status === "incomplete_expired")
+        return DueOutcome.done()
+      // The first invoice's intent is canceled, so nothing can charge it any more.
+      const first = before.invoices.find((i) => i.billingReason === "subscription_create")
+      if (first?.paymentIntentId != null)
+        yield* payments.cancel(first.paymentIntentId, "abandoned", metadata).pipe(
+          Effect.catchTags({
+            UnexpectedState: () => Effect.void,
+            PaymentIntentNotFound: () => Effect.void
+          })
+        )
+      return DueOutcome.done()
+    })
+
+  /** One due item (a real-time worker's or a test clock's): its handler, by base kind. */
+  const handleDue = (item: DueItem) => {
+    const subscriptionId = subscriptionIdOf(item)
+    if (!Ids.isValid("sub", subscriptionId))
+      return Effect.succeed(DueOutcome.failed({ error: "no subscriptionId in the item" }))
+    switch (baseKindOf(item.kind)) {
+      case RENEW_KIND:
+        return renew(subscriptionId)
+      case RETRY_KIND:
+        return retry(subscriptionId)
+      case EXPIRE_KIND:
+        return expire(subscriptionId)
+      default:
+        return Effect.succeed(DueOutcome.failed({ error: `unknown billing kind ${item.kind}` }))
+    }
+  }
+
+  // --- Routes --------------------------------------------------------------------------------------
+
+  const callKeyPrefixOf = (actor: AuthenticatedActor, requestKey: string) =>
+    `ik_${createHash("sha256").update(`subscription:${actor.type}:${actor.id}:${requestKey}`).digest("hex").slice(0, 32)}`
+
+  const productFor = (productId: string, param: string) =>
+    Effect.gen(function* () {
+      const found = yield* catalog.findProduct(productId)
+      if (Option.isNone(found))
+        return yield* Effect.fail(
+          BadRequest.of({ code: "resource_missing", message: `No such product: ${productId}`, param })
+        )
+      const price = yield* priceOf(found.value, param)
+      return { product: found.value, price }
+    })
+
+  const amountCheck = (price: PriceSnapshot, quantity: number, param: string) =>
+    price.amount * quantity > MAX_CHARGE
+      ? Effect.fail(
+          BadRequest.of({
+            code: "amount_too_large",
+            message: `price × quantity (${price.amount * quantity}) is more than ${MAX_CHARGE} minor units.`,
+            param
+          })
+        )
+      : Effect.void
+
+  const customerOf = (actor: AuthenticatedActor, input: NewSubscription) =>
+    Effect.gen(function* () {
+      const customerId = actor.role === "customer" ? (input.customerId ?? actor.customerId) : input.customerId
+      if (customerId === undefined)
+        return yield* Effect.fail(
+          BadRequest.of({ code: "parameter_missing", message: "customerId is required", param: "customerId" })
+        )
+      const mine = actor.role !== "customer" || customerId === actor.customerId
+      const customer = mine ? yield* withSql(findCustomer(customerId)) : Option.none()
+      if (Option.isNone(customer))
+        return yield* Effect.fail(
+          BadRequest.of({
+            code: "resource_missing",
+            message: `No such customer: ${customerId}`,
+            param: "customerId"
+          })
+        )
+      return customerId
+    })
+
+  const create = (actor: AuthenticatedActor, input: NewSubscription, requestKey?: string) =>
+    Effect.gen(function* () {
+      const problem = input.metadata === undefined ? undefined : metadataProblem(input.metadata)
+      if (problem !== undefined)
+        return yield* Effect.fail(
+          BadRequest.of({ code: "parameter_invalid", message: problem, param: "metadata" })
+        )
+      const customerId = yield* customerOf(actor, input)
+      const { product, price } = yield* productFor(input.productId, "productId")
+      const quantity = input.quantity ?? 1
+      yield* amountCheck(price, quantity, "quantity")
+      const trialDays = input.trialPeriodDays ?? product.price.recurring?.trialPeriodDays ?? 0
+      const paymentMethod = input.paymentMethod ?? null
+      if (trialDays === 0 && paymentMethod === null)
+        return yield* Effect.fail(
+          BadRequest.of({
+            code: "parameter_missing",
+            message: "paymentMethod is required unless the subscription starts with a trial",
+            param: "paymentMethod"
+          })
+        )
+      const metadata = yield* commandMetadata(actor)
+      const testClockId = yield* clock.clockOf(customerId)
+      const now = yield* clock.nowFor(testClockId)
+      const subscriptionId = yield* Ids.make("sub")
+      const trialEnd = trialDays > 0 ? trialEndOf(now, trialDays) : null
+      const anchor = trialEnd ?? now
+      const first = periodAt(anchor, price, 0)
+      const created = yield* runner
+        .transact(
+          Effect.gen(function* () {
+            const probe: SubscriptionState = {
+              ...(yield* load(subscriptionId)),
+              subscriptionId,
+              customerId,
+              price,
+              testClockId
+            }
+            const firstInvoice =
+              trialEnd !== null
+                ? null
+                : yield* draftInvoice(probe, {
+                    billingReason: "subscription_create",
+                    periodStart: first.start,
+                    periodEnd: first.end,
+                    lines: [subscriptionLine(price, quantity, first.start, first.end)],
+                    paymentMethod,
+                    callKeyPrefix:
+                      requestKey === undefined
+                        ? renewalKeyOf(subscriptionId, first.start)
+                        : callKeyPrefixOf(actor, requestKey),
+                    metadata
+                  })
+            const result = yield* execute(
+              subscriptionId,
+              {
+                _tag: "Create",
+                created: {
+                  subscriptionId,
+                  customerId,
+                  productId: product.id,
+                  planName: product.name,
+                  quantity,
+                  price,
+                  status: trialEnd === null ? "incomplete" : "trialing",
+                  paymentMethod,
+                  anchor,
+                  currentPeriodStart: trialEnd === null ? first.start : now,
+                  currentPeriodEnd: trialEnd ?? first.end,
+                  trialStart: trialEnd === null ? null : now,
+                  trialEnd,
+                  metadata: input.metadata ?? {},
+                  testClockId
+                },
+                firstInvoice
+              },
+              metadata
+            )
+            yield* scheduleFor(result.state)
+            return result.state
+          })
+        )
+        .pipe(
+          Effect.catchTags({
+            UnknownPaymentMethod: (e) =>
+              Effect.fail(
+                BadRequest.of({
+                  code: "parameter_invalid",
+                  message: `No such payment method: ${JSON.stringify(e.paymentMethod.slice(0, 40))} (a ${e.processor} processor token, e.g. pm_card_visa)`,
+                  param: "paymentMethod"
+                })
+              ),
+            ProcessorUnavailable: (e) =>
+              Effect.fail(
+                new ServiceUnavailable({
+                  error: {
+                    type: "api_error",
+                    code: "processor_unavailable",
+                    message: `The payment processor did not answer (${e.message}); nothing was charged, retry`
+                  }
+                })
+              )
+          })
+        )
+      yield* work.wake
+      const latest = latestInvoiceOf(created)
+      if (latest === undefined || latest.status !== "open") return subscriptionObject(created)
+      const collected = yield* collect(subscriptionId, latest.invoiceId, { automatic: false }, metadata)
+      return subscriptionObject(collected.state)
+    })
+
+  const visibleState = (actor: AuthenticatedActor, subscriptionId: string) =>
+    Effect.gen(function* () {
+      if (!Ids.isValid("sub", subscriptionId)) return yield* Effect.fail(notFound)
+      const state = yield* load(subscriptionId)
+      if (!state.exists || !visible(actor, state.customerId)) return yield* Effect.fail(notFound)
+      return state
+    })
+
+  const get = (actor: AuthenticatedActor, subscriptionId: string) =>
+    Effect.gen(function* () {
+      if (!Ids.isValid("sub", subscriptionId)) return yield* Effect.fail(notFound)
+      const row = yield* selectSubscription(sql, subscriptionId)
+      if (Option.isNone(row) || !visible(actor, row.value.customerId)) return yield* Effect.fail(notFound)
+      return subscriptionObject(row.value)
+    })
+
+  const list = (
+    actor: AuthenticatedActor,
+    params: SubscriptionListParams
+  ): Effect.Effect<V1Page<SubscriptionObject>, BadRequest | NotFound> =>
+    Effect.gen(function* () {
+      const own = actor.role === "customer"
+      if (own && params.customerId !== undefined && params.customerId !== actor.customerId)
+        return { object: "list", data: [], hasMore: false } as const
+      return yield* listSubscriptions(
+        sql,
+        {
+          customerId: own ? (actor.customerId ?? "") : params.customerId,
+          status: params.status,
+          productId: params.productId
+        },
+        params,
+        subscriptionObject
+      )
+    }).pipe(Effect.catchTag("SqlError", Effect.die))
+
+  const update = (actor: AuthenticatedActor, subscriptionId: string, patch: SubscriptionPatch) =>
+    Effect.gen(function* () {
+      const before = yield* visibleState(actor, subscriptionId)
+      if (
+        actor.role === "customer" &&
+        (patch.quantity !== undefined || patch.productId !== undefined || patch.metadata !== undefined)
+      )
+        return yield* Effect.fail(
+          Forbidden.of({
+            code: "insufficient_scope",
+            message:
+              "A shopper may change paymentMethod and cancelAtPeriodEnd only; plans are changed by the store."
+          })
+        )
+      const problem = patch.metadata === undefined ? undefined : metadataProblem(patch.metadata)
+      if (problem !== undefined)
+        return yield* Effect.fail(
+          BadRequest.of({ code: "parameter_invalid", message: problem, param: "metadata" })
+        )
+      const planOf = (s: SubscriptionState) =>
+        s.pendingUpdate ?? {
+          productId: s.productId,
+          planName: s.planName,
+          quantity: s.quantity,
+          price: s.price
+        }
+      let plan: { productId: string; planName: string; quantity: number; price: PriceSnapshot } | undefined
+      if (patch.productId !== undefined || patch.quantity !== undefined) {
+        const base = planOf(before)
+        if (patch.productId !== undefined && patch.productId !== base.productId) {
+          const { product, price } = yield* productFor(patch.productId, "productId")
+          if (price.currency !== before.price.currency)
+            return yield* Effect.fail(
+              BadRequest.of({
+                code: "currency_mismatch",
+                message: `Product ${product.id} is priced in ${price.currency}, this subscription in ${before.price.currency}.`,
+                param: "productId"
+              })
+            )
+          plan = { productId: product.id, planName: product.name, quantity: base.quantity, price }
+        } else plan = { ...base }
+        plan = { ...plan, quantity: patch.quantity ?? plan.quantity }
+        yield* amountCheck(plan.price, plan.quantity, "quantity")
+      }
+      const metadata = yield* commandMetadata(actor)
+      const updated = yield* locked(subscriptionId, (state) =>
+        Effect.map(
+          execute(
+            subscriptionId,
+            {
+              _tag: "Update",
+              patch: {
+                paymentMethod: patch.paymentMethod,
+                cancelAtPeriodEnd: patch.cancelAtPeriodEnd,
+                metadata: patch.metadata,
+                plan,
+                changesProduct: plan !== undefined && plan.productId !== state.productId
+              }
+            },
+            metadata
+          ),
+          (r) => [r.state, r.state] as const
+        )
+      )
+      if (Option.isNone(updated)) return yield* Effect.fail(notFound)
+      const state = updated.value
+      // A new payment method pays what is owed at once (research §4.5).
+      const latest = latestInvoiceOf(state)
+      if (
+        patch.paymentMethod !== undefined &&
+        latest?.status === "open" &&
+        (state.status === "incomplete" || state.status === "past_due" || state.status === "unpaid")
+      ) {
+        const collected = yield* collect(
+          subscriptionId,
+          latest.invoiceId,
+          { paymentMethod: patch.paymentMethod, automatic: false },
+          metadata
+        )
+        return subscriptionObject(collected.state)
+      }
+      return subscriptionObject(state)
+    })
+
+  const refundProrated = (s: SubscriptionState, metadata: EventMetadata) =>
+    s.prorate === null
+      ? Effect.void
+      : payments
+          .refund(
+            s.prorate.paymentId,
+            {
+              amount: s.prorate.amount,
+              reason: "requested_by_customer",
+              key: `subscription:${s.subscriptionId}:prorate`
+            },
+            metadata
+          )
+          .pipe(
+            Effect.asVoid,
+            Effect.catchTags({
+              PaymentNotFound: () => Effect.void,
+              ChargeNotRefundable: () => Effect.void,
+              ChargeAlreadyRefunded: () => Effect.void,
+              AmountTooLarge: () => Effect.void
+            })
+          )
+
+  /** The unused part of the current period's licensed fee, from the payment that paid it. */
+  const prorationOf = (s: SubscriptionState, now: Date) => {
+    const paid = s.invoices.find(
+      (i) =>
+        i.status === "paid" &&
+        i.paymentId !== null &&
+        i.billingReason !== "subscription_cancel" &&
+        i.periodStart.getTime() === s.currentPeriodStart.getTime()
+    )
+    if (paid === undefined || paid.paymentId === null || s.status === "trialing") return null
+    const licensed = paid.lines.reduce((sum, l) => (l.type === "subscription" ? sum + l.amount : sum), 0)
+    const length = s.currentPeriodEnd.getTime() - s.currentPeriodStart.getTime()
+    const unused = Math.max(
+      0,
+      s.currentPeriodEnd.getTime() - Math.max(now.getTime(), s.currentPeriodStart.getTime())
+    )
+    const amount = length <= 0 ? 0 : Math.floor((licensed * unused) / length)
+    return amount > 0 ? { paymentId: paid.paymentId, amount } : null
+  }
+
+  const cancel = (actor: AuthenticatedActor, subscriptionId: string, params: typeof CancelParams.Type) =>
+    Effect.gen(function* () {
+      const before = yield* visibleState(actor, subscriptionId)
+      const metadata = yield* commandMetadata(actor)
+      if (before.status === "canceled") {
+        yield* refundProrated(before, metadata)
+        return subscriptionObject(before)
+      }
+      const canceled = yield* locked(subscriptionId, (state) =>
+        Effect.gen(function* () {
+          const now = yield* nowOf(state)
+          const billsUsage =
+            state.status !== "trialing" && state.status !== "incomplete" && state.status !== "canceled"
+          const usage = billsUsage ? yield* usageLine(state, state.currentPeriodStart, now) : null
+          const finalInvoice =
+            usage === null || usage.amount === 0
+              ? null
+              : yield* draftInvoice(state, {
+                  billingReason: "subscription_cancel",
+                  periodStart: now,
+                  periodEnd: now,
+                  lines: [usage],
+                  paymentMethod: state.paymentMethod,
+                  callKeyPrefix: renewalKeyOf(subscriptionId, now),
+                  metadata
+                })
+          const prorate = params.prorate === "true" ? prorationOf(state, now) : null
+          const result = yield* execute(
+            subscriptionId,
+            {
+              _tag: "Cancel",
+              now,
+              reason: actor.role === "customer" ? "requested_by_customer" : "admin",
+              finalInvoice,
+              prorate
+            },
+            metadata
+          )
+          return [result.state, result.state] as const
+        })
+      )
+      if (Option.isNone(canceled)) return yield* Effect.fail(notFound)
+      const state = canceled.value
+      yield* refundProrated(state, metadata)
+      const latest = latestInvoiceOf(state)
+      if (latest?.status === "open" && latest.billingReason === "subscription_cancel") {
+        const collected = yield* collect(subscriptionId, latest.invoiceId, { automatic: false }, metadata)
+        return subscriptionObject(collected.state)
+      }
+      return subscriptionObject(state)
+    })
+
+  const getInvoice = (actor: AuthenticatedActor, invoiceId: string) =>
+    Effect.gen(function* () {
+      if (!Ids.isValid("in", invoiceId)) return yield* Effect.fail(invoiceNotFound)
+      const found = yield* selectInvoice(sql, invoiceId)
+      if (Option.isNone(found) || !visible(actor, found.value.customerId))
+        return yield* Effect.fail(invoiceNotFound)
+      return found.value
+    }).pipe(Effect.catchTag("SqlError", Effect.die))
+
+  const listInvoicesOf = (
+    actor: AuthenticatedActor,
+    params: InvoiceListParams
+  ): Effect.Effect<V1Page<InvoiceObject>, BadRequest> =>
+    Effect.gen(function* () {
+      const own = actor.role === "customer"
+      if (own && params.customerId !== undefined && params.customerId !== actor.customerId)
+        return { object: "list", data: [], hasMore: false } as const
+      return yield* listInvoices(
+        sql,
+        {
+          subscriptionId: params.subscriptionId,
+          customerId: own ? (actor.customerId ?? "") : params.customerId
+        },
+        params
+      )
+    }).pipe(Effect.catchTag("SqlError", Effect.die))
+
+  /** Domain errors → HTTP (one mapper for the context); anything else not HTTP is a defect. */
+  const http = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, HttpAnswer, R> =>
+    Effect.catchAll(self, (error): Effect.Effect<never, HttpAnswer> => {
+      if (isHttpish(error)) return Effect.fail(error)
+      if (!isSubscriptionError(error)) return Effect.die(error)
+      switch (error._tag) {
+        case "SubscriptionNotFound":
+          return Effect.fail(notFound)
+        case "SubscriptionNotActive":
+          return Effect.fail(Conflict.of({ code: "subscription_not_active", message: error.message }))
+        case "PlanChangeBlocked":
+          return Effect.fail(
+            Conflict.of({
+              code: "subscription_past_due",
+              message: `This subscription is ${error.status}: its plan can change once what it owes is paid (PATCH paymentMethod).`,
+              param: "productId"
+            })
+          )
+        case "SubscriptionAlreadyExists":
+          return Effect.die(error)
+      }
+    })
+
+  /** A read's answers: 404 and 400 only (anything else is a defect). */
+  const read = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, NotFound | BadRequest, R> =>
+    Effect.catchAll(self, (error) =>
+      error instanceof NotFound || error instanceof BadRequest ? Effect.fail(error) : Effect.die(error)
+    )
+  const listing = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, BadRequest, R> =>
+    Effect.catchAll(self, (error) => (error instanceof BadRequest ? Effect.fail(error) : Effect.die(error)))
+  /** A write's answers, but the 503 only where a processor call can be refused before anything happened. */
+  const write = <A, E, R>(
+    self: Effect.Effect<A, E, R>
+  ): Effect.Effect<A, Exclude<HttpAnswer, ServiceUnavailable>, R> =>
+    Effect.catchAll(http(self), (error) =>
+      error instanceof ServiceUnavailable ? Effect.die(error) : Effect.fail(error)
+    )
+
+  return {
+    create: (actor: AuthenticatedActor, input: NewSubscription, requestKey?: string) =>
+      http(create(actor, input, requestKey)),
+    get: (actor: AuthenticatedActor, subscriptionId: string) => read(get(actor, subscriptionId)),
+    list: (actor: AuthenticatedActor, params: SubscriptionListParams) => listing(list(actor, params)),
+    update: (actor: AuthenticatedActor, subscriptionId: string, patch: SubscriptionPatch) =>
+      write(update(actor, subscriptionId, patch)),
+    cancel: (actor: AuthenticatedActor, subscriptionId: string, params: typeof CancelParams.Type) =>
+      write(cancel(actor, subscriptionId, params)),
+    getInvoice: (actor: AuthenticatedActor, invoiceId: string) => read(getInvoice(actor, invoiceId)),
+    listInvoices: (actor: AuthenticatedActor, params: InvoiceListParams) =>
+      listing(listInvoicesOf(actor, params)),
+    /** One due item's handler (`billing.renew`, `billing.retry`, `billing.expire_incomplete`, any clock). */
+    handleDue,
+    /** A manual renewal run (what a due item does), e.g. an operator's retry. */
+    renew,
+    retry,
+    load
+  }
+})
+
+const SUBSCRIPTION_ERROR_TAGS: ReadonlySet<string> = new Set([
+  "SubscriptionNotFound",
+  "SubscriptionAlreadyExists",
+  "SubscriptionNotActive",
+  "PlanChangeBlocked"
+])
+
+const isSubscriptionError = (error: unknown): error is SubscriptionError =>
+  typeof error === "object" &&
+  error !== null &&
+  "_tag" in error &&
+  typeof error._tag === "string" &&
+  SUBSCRIPTION_ERROR_TAGS.has(error._tag)
+
+/** The HTTP errors a billing route answers with; anything else is a defect (a logged 500). */
+type HttpAnswer = BadRequest | NotFound | Conflict | Forbidden | ServiceUnavailable
+
+const isHttpish = (error: unknown): error is HttpAnswer =>
+  error instanceof BadRequest ||
+  error instanceof NotFound ||
+  error instanceof Conflict ||
+  error instanceof Forbidden ||
+  error instanceof ServiceUnavailable
+
+export type BillingShape = Effect.Effect.Success<typeof makeBilling>
+
+export class Billing extends Context.Tag("billing/Billing")<Billing, BillingShape>() {}
+
+export const BillingLive = Layer.effect(Billing, makeBilling)

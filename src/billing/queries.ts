@@ -1,0 +1,97 @@
+/** Read-model lookups of billing: one statement each. */
+import type { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect, Option } from "effect"
+import type { BadRequest } from "../http/errors.js"
+import { type V1ListParams, type V1Page, v1Page } from "../http/Lists.js"
+import type { SubscriptionState } from "./decider.js"
+import type { SubscriptionStatus } from "./events.js"
+import { type InvoiceObject, invoiceObject } from "./objects.js"
+import { decodeInvoice, decodeState, INVOICES, SUBSCRIPTIONS } from "./projection.js"
+
+interface StateRow {
+  readonly state: unknown
+}
+
+/** One subscription's state by id: a primary-key lookup. */
+export const selectSubscription = (
+  sql: SqlClient.SqlClient,
+  subscriptionId: string
+): Effect.Effect<Option.Option<SubscriptionState>, SqlError> =>
+  Effect.map(sql<StateRow>`SELECT state FROM ${sql(SUBSCRIPTIONS)} WHERE id = ${subscriptionId}`, (rows) =>
+    Option.map(Option.fromNullable(rows[0]), (r) => decodeState(r.state))
+  )
+
+/**
+ * Locks the subscription's row for the rest of the caller's transaction (`FOR UPDATE`: usage writes,
+ * which take `FOR KEY SHARE`, wait; so do other renewals, retries and cancellations of it). Answers
+ * whether the row exists.
+ */
+export const lockSubscription = (sql: SqlClient.SqlClient, subscriptionId: string) =>
+  Effect.map(
+    sql<{
+      readonly id: string
+    }>`SELECT id FROM ${sql(SUBSCRIPTIONS)} WHERE id = ${subscriptionId} FOR UPDATE`,
+    (rows) => rows.length > 0
+  )
+
+export interface SubscriptionFilters {
+  readonly customerId?: string | undefined
+  readonly status?: SubscriptionStatus | undefined
+  readonly productId?: string | undefined
+}
+
+/** `GET /v1/subscriptions`: newest first, keyset-paged, filtered. */
+export const listSubscriptions = <A>(
+  sql: SqlClient.SqlClient,
+  filters: SubscriptionFilters,
+  params: V1ListParams,
+  toItem: (s: SubscriptionState) => A
+): Effect.Effect<V1Page<A>, BadRequest | SqlError> => {
+  const conditions = [
+    ...(filters.customerId === undefined ? [] : [sql`customer_id = ${filters.customerId}`]),
+    ...(filters.status === undefined ? [] : [sql`status = ${filters.status}`]),
+    ...(filters.productId === undefined ? [] : [sql`product_id = ${filters.productId}`])
+  ]
+  return v1Page(sql, {
+    table: SUBSCRIPTIONS,
+    idColumn: "id",
+    idPrefix: "sub",
+    columns: "state",
+    ...(conditions.length === 0 ? {} : { where: sql.and(conditions) }),
+    params,
+    toItem: (row: StateRow) => toItem(decodeState(row.state))
+  })
+}
+
+/** One invoice by id. */
+export const selectInvoice = (sql: SqlClient.SqlClient, invoiceId: string) =>
+  Effect.map(sql<StateRow>`SELECT state FROM ${sql(INVOICES)} WHERE id = ${invoiceId}`, (rows) =>
+    Option.map(Option.fromNullable(rows[0]), (r) => invoiceObject(decodeInvoice(r.state)))
+  )
+
+export interface InvoiceFilters {
+  readonly subscriptionId?: string | undefined
+  readonly customerId?: string | undefined
+}
+
+/** `GET /v1/invoices`: newest first, keyset-paged, filtered. */
+export const listInvoices = (
+  sql: SqlClient.SqlClient,
+  filters: InvoiceFilters,
+  params: V1ListParams
+): Effect.Effect<V1Page<InvoiceObject>, BadRequest | SqlError> => {
+  const conditions = [
+    ...(filters.subscriptionId === undefined ? [] : [sql`subscription_id = ${filters.subscriptionId}`]),
+    ...(filters.customerId === undefined ? [] : [sql`customer_id = ${filters.customerId}`])
+  ]
+  return v1Page(sql, {
+    table: INVOICES,
+    idColumn: "id",
+    idPrefix: "in",
+    columns: "state",
+    ...(conditions.length === 0 ? {} : { where: sql.and(conditions) }),
+    params,
+    toItem: (row: StateRow) => invoiceObject(decodeInvoice(row.state))
+  })
+}

@@ -1,0 +1,53 @@
+/**
+ * Billing's due workers (`ROLE=worker|all`), the shape of checkout/expiry.ts: `billing.renew` comes
+ * due at a subscription's `currentPeriodEnd` (a trial's end included), `billing.retry` at a dunning
+ * attempt's time, `billing.expire_incomplete` 23 h after an unpaid creation. Durable and Clock-driven:
+ * items live in `processors.due_work`, claimed `FOR UPDATE SKIP LOCKED` under a lease, so two workers
+ * never run one item at once and a crashed worker's item is run again (the handlers are idempotent).
+ *
+ * `BillingDueWorkLive` is the same handler for one item a test clock's advance claimed (kinds
+ * `<kind>@<testClockId>`), with its outcome recorded as `dueWorker` records it.
+ */
+import { Effect, Layer } from "effect"
+import { addDuration, now } from "../kernel/Time.js"
+import { type DueItem, DueOutcome, DueWork, dueWorker } from "../processors/DueWork.js"
+import { BILLING_KINDS, Billing } from "./Billing.js"
+import { BillingDueWork } from "./contract.js"
+
+export const handleBillingItem = (item: DueItem) =>
+  Effect.flatMap(Billing, (billing) => billing.handleDue(item))
+
+export const billingRenewals = () =>
+  dueWorker({
+    name: "billing-renewals",
+    kinds: BILLING_KINDS,
+    concurrency: 8,
+    maxAttempts: 50,
+    handle: handleBillingItem
+  })
+
+export const BillingDueWorkLive = Layer.effect(
+  BillingDueWork,
+  Effect.gen(function* () {
+    const billing = yield* Billing
+    const work = yield* DueWork
+    return BillingDueWork.of({
+      kinds: BILLING_KINDS,
+      process: (item) =>
+        Effect.gen(function* () {
+          // As dueWorker does: an unexpected failure is retried later, never lost.
+          const outcome = yield* billing
+            .handleDue(item)
+            .pipe(
+              Effect.catchAllCause((cause) =>
+                Effect.map(now, (at) =>
+                  DueOutcome.retry({ at: addDuration(at, "1 second"), error: String(cause).slice(0, 500) })
+                )
+              )
+            )
+          yield* work.complete(item, outcome)
+          return outcome._tag
+        })
+    })
+  })
+)
