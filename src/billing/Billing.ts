@@ -46,6 +46,7 @@ import {
   type InvoiceDraft,
   type InvoiceState,
   isRenewable,
+  isTerminal,
   latestInvoiceOf,
   type NextPeriod,
   type PaymentOutcome,
@@ -62,7 +63,7 @@ import {
   type SubscriptionObject,
   subscriptionObject
 } from "./objects.js"
-import { periodAt, trialEndOf } from "./periods.js"
+import { periodAt, periodIndexOf, trialEndOf } from "./periods.js"
 import {
   listInvoices,
   listSubscriptions,
@@ -203,6 +204,15 @@ export const makeBilling = Effect.gen(function* () {
           dueAt: latest.nextPaymentAttempt,
           payload
         })
+      // Items the state no longer calls for are withdrawn (a run would find nothing to do anyway).
+      if (s.status === "past_due" || s.status === "unpaid" || isTerminal(s))
+        yield* work.cancel(
+          clockedKind(RENEW_KIND, s.testClockId),
+          `${s.subscriptionId}:${s.currentPeriodEnd.toISOString()}`,
+          { pendingOnly: true }
+        )
+      if (s.status !== "incomplete" && latest?.billingReason === "subscription_create")
+        yield* work.cancel(clockedKind(EXPIRE_KIND, s.testClockId), s.subscriptionId, { pendingOnly: true })
       if (s.status === "incomplete")
         yield* work.schedule({
           kind: clockedKind(EXPIRE_KIND, s.testClockId),
@@ -460,8 +470,12 @@ export const makeBilling = Effect.gen(function* () {
 
   // --- Renewal, retry, expiry ------------------------------------------------------------------------
 
-  /** The plan the next period is billed at: the pending update, or the current one. */
-  const nextPeriodOf = (s: SubscriptionState): NextPeriod => {
+  /**
+   * The plan the next period is billed at (the pending update, or the current one) and its period.
+   * A period already over by `now` (a subscription that was past_due or unpaid through it) is not
+   * billed retroactively (research §4.5): the renewal skips to the period `now` falls in.
+   */
+  const nextPeriodOf = (s: SubscriptionState, now: Date): NextPeriod => {
     const plan = s.pendingUpdate ?? {
       productId: s.productId,
       planName: s.planName,
@@ -472,7 +486,11 @@ export const makeBilling = Effect.gen(function* () {
       plan.price.interval === s.price.interval && plan.price.intervalCount === s.price.intervalCount
     // A new interval starts a new cycle at the renewal; the same one keeps counting from the anchor.
     const anchor = sameCycle ? s.anchor : s.currentPeriodEnd
-    const periodIndex = sameCycle ? s.periodIndex + 1 : 0
+    const following = sameCycle ? s.periodIndex + 1 : 0
+    const periodIndex =
+      periodAt(anchor, plan.price, following).end.getTime() <= now.getTime()
+        ? periodIndexOf(anchor, plan.price, now)
+        : following
     const period = periodAt(anchor, plan.price, periodIndex)
     return {
       productId: plan.productId,
@@ -517,7 +535,7 @@ export const makeBilling = Effect.gen(function* () {
               metadata
             })
         } else if (kind === "renew") {
-          next = nextPeriodOf(state)
+          next = nextPeriodOf(state, now)
           const lines = [
             subscriptionLine(next.price, next.quantity, next.periodStart, next.periodEnd),
             ...(usage === null ? [] : [usage])
