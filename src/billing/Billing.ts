@@ -1090,6 +1090,8 @@ export const makeBilling = Effect.gen(function* () {
     handleDue,
     /** A manual renewal run (what a due item does), e.g. an operator's retry. */
     renew,
+    /** The transaction half of a renewal alone (invoice, intent, period advanced; no charge): for tests. */
+    openRenewal: renewLocked,
     retry,
     load
   }
