@@ -225,7 +225,25 @@ const STATEFUL_400S: ReadonlyArray<{
   { op: "checkouts.create", code: "currency_mismatch" },
   { op: "checkouts.create", code: "amount_too_large", param: "lineItems" },
   { op: "checkouts.create", code: "parameter_missing", param: "email" },
-  { op: "checkouts.confirm", code: "parameter_missing", param: "paymentMethod" }
+  { op: "checkouts.confirm", code: "parameter_missing", param: "paymentMethod" },
+  // Subscriptions: list cursors as above; products and customers that do not exist, or products
+  // that cannot be subscribed to as they stand (draft, archived, one-time, another currency); staff
+  // name the customer (a shopper does not); a payment method unless the product has a trial; an
+  // unknown payment method (the processor's); price × quantity over the limit (the price is stored).
+  { op: "subscriptions.list", code: "resource_missing" },
+  { op: "subscriptions.list", code: "parameter_invalid", param: "endingBefore" },
+  { op: "invoices.list", code: "resource_missing" },
+  { op: "invoices.list", code: "parameter_invalid", param: "endingBefore" },
+  { op: "subscriptions.create", code: "resource_missing" },
+  { op: "subscriptions.create", code: "parameter_invalid", param: "productId" },
+  { op: "subscriptions.create", code: "parameter_invalid", param: "paymentMethod" },
+  { op: "subscriptions.create", code: "parameter_missing", param: "customerId" },
+  { op: "subscriptions.create", code: "parameter_missing", param: "paymentMethod" },
+  { op: "subscriptions.create", code: "amount_too_large", param: "quantity" },
+  { op: "subscriptions.update", code: "resource_missing", param: "productId" },
+  { op: "subscriptions.update", code: "parameter_invalid", param: "productId" },
+  { op: "subscriptions.update", code: "currency_mismatch", param: "productId" },
+  { op: "subscriptions.update", code: "amount_too_large", param: "quantity" }
 ]
 
 /** Why a reply breaks the property, or undefined. */
@@ -385,6 +403,27 @@ layer(identityHttp(), OPTIONS)("every operation against its own schemas", (it) =
             ).id
           )
         }
+        const recurring = created<{ id: string }>(
+          yield* call("POST", "/v1/products", {
+            token,
+            json: {
+              name: "Plan",
+              price: { amount: 500, currency: "USD", type: "recurring", recurring: { interval: "month" } }
+            }
+          })
+        ).id
+        const subscriptions: Array<string> = []
+        const invoices: Array<string> = []
+        for (const customerId of customers.slice(0, 2)) {
+          const sub = created<{ id: string; latestInvoice: { id: string } }>(
+            yield* call("POST", "/v1/subscriptions", {
+              token,
+              json: { customerId, productId: recurring, paymentMethod: "pm_card_visa" }
+            })
+          )
+          subscriptions.push(sub.id)
+          invoices.push(sub.latestInvoice.id)
+        }
         const known: Known = {
           "/user:id": customers,
           "/user:address_id": addresses,
@@ -401,7 +440,9 @@ layer(identityHttp(), OPTIONS)("every operation against its own schemas", (it) =
           "/v1/test/payment-intents:id": payments.map((p) => p.paymentIntentId),
           "/v1/refunds:id": refunds,
           "/v1/orders:id": orders,
-          "/v1/checkouts:id": checkouts
+          "/v1/checkouts:id": checkouts,
+          "/v1/subscriptions:id": subscriptions,
+          "/v1/invoices:id": invoices
         }
 
         const ordered = [...operations.filter((op) => !destructive(op)), ...operations.filter(destructive)]
