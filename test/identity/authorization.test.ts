@@ -43,6 +43,9 @@ interface OtherCustomer {
   readonly orderId: string
   /** An open checkout of theirs (created by them). */
   readonly checkoutId: string
+  /** A subscription of theirs (created by them) and its first invoice. */
+  readonly subscriptionId: string
+  readonly invoiceId: string
 }
 
 interface OtherCustomerFixture {
@@ -73,7 +76,14 @@ const OTHER_CUSTOMER_FIXTURES: Record<string, OtherCustomerFixture> = {
     path: (o) => `/v1/checkouts/${o.checkoutId}/confirm`,
     json: { paymentMethod: "pm_card_visa" }
   },
-  "POST /v1/checkouts/:id/expire": { path: (o) => `/v1/checkouts/${o.checkoutId}/expire` }
+  "POST /v1/checkouts/:id/expire": { path: (o) => `/v1/checkouts/${o.checkoutId}/expire` },
+  "GET /v1/subscriptions/:id": { path: (o) => `/v1/subscriptions/${o.subscriptionId}` },
+  "PATCH /v1/subscriptions/:id": {
+    path: (o) => `/v1/subscriptions/${o.subscriptionId}`,
+    json: { cancelAtPeriodEnd: true }
+  },
+  "DELETE /v1/subscriptions/:id": { path: (o) => `/v1/subscriptions/${o.subscriptionId}` },
+  "GET /v1/invoices/:id": { path: (o) => `/v1/invoices/${o.invoiceId}` }
 }
 
 /**
@@ -307,6 +317,19 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("authorizat
         json: { lineItems: [{ productId: product.body.id, quantity: 1 }] }
       })
       expect(checkout.status, checkout.text).toBe(201)
+      const plan = yield* call("POST", "/v1/products", {
+        token: staff.accessToken,
+        json: {
+          name: "Plan",
+          price: { amount: 900, currency: "USD", type: "recurring", recurring: { interval: "month" } }
+        }
+      })
+      expect(plan.status, plan.text).toBe(201)
+      const subscription = yield* call("POST", "/v1/subscriptions", {
+        token: victim.accessToken,
+        json: { productId: plan.body.id, paymentMethod: "pm_card_visa" }
+      })
+      expect(subscription.status, subscription.text).toBe(201)
       const other: OtherCustomer = {
         token: victim.accessToken,
         customerId,
@@ -315,7 +338,9 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("authorizat
         paymentIntentId: payment.body.paymentIntentId,
         refundId: refund.body.id,
         orderId: (yield* placeOrder({ customerId, email: victimMe.body.email })).id,
-        checkoutId: checkout.body.id
+        checkoutId: checkout.body.id,
+        subscriptionId: subscription.body.id,
+        invoiceId: subscription.body.latestInvoice.id
       }
       const before = yield* call("GET", `/user/${customerId}`, { token: victim.accessToken })
       expect(before.status).toBe(200)
@@ -333,6 +358,10 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("authorizat
         token: victim.accessToken
       })
       expect(checkoutAfter.body).toMatchObject({ status: "open", orderId: null })
+      const subscriptionAfter = yield* call("GET", `/v1/subscriptions/${subscription.body.id}`, {
+        token: victim.accessToken
+      })
+      expect(subscriptionAfter.body).toEqual(subscription.body)
     })
   )
 })
