@@ -3,6 +3,7 @@
  * projection and background processor. Adding a context is adding its `module.ts` here (and its
  * routes and layers in src/Api.ts and src/services.ts, one line each).
  */
+import { testClocksModule } from "./billing/testClocks/module.js"
 import { catalogModule } from "./catalog/module.js"
 import { checkoutModule } from "./checkout/module.js"
 import { customersModule } from "./customers/module.js"
@@ -31,6 +32,7 @@ export const modules = [
   paymentsModule,
   ordersModule,
   checkoutModule,
+  testClocksModule,
   flowsModule
 ] as const
 

@@ -8,6 +8,7 @@ import type { SqlClient } from "@effect/sql"
 import { Layer } from "effect"
 import { Api } from "./Api.js"
 import { OpsStatusLive, subscriptionSpecs } from "./audit/OpsStatus.js"
+import { NoBillingDueWorkYet, testClocksModule } from "./billing/testClocks/module.js"
 import { catalogModule } from "./catalog/module.js"
 import { checkoutModule } from "./checkout/module.js"
 import type { AppConfig } from "./config.js"
@@ -56,7 +57,9 @@ export const ContextServicesLive = Layer.mergeAll(
   eventsModule.services,
   paymentsModule.services,
   ordersModule.services,
-  checkoutModule.services
+  checkoutModule.services,
+  testClocksModule.services,
+  NoBillingDueWorkYet // replaced by src/billing (subscriptions' BillingDueWork) on merge
 ).pipe(
   Layer.provideMerge(
     Layer.mergeAll(
@@ -67,7 +70,8 @@ export const ContextServicesLive = Layer.mergeAll(
       catalogModule.port,
       paymentsModule.port,
       ordersModule.port,
-      checkoutModule.port
+      checkoutModule.port,
+      testClocksModule.port
     )
   ),
   Layer.provideMerge(

@@ -114,6 +114,7 @@ export type CustomerCommand =
       readonly tags: ReadonlyArray<string>
       readonly metadata: Metadata
       readonly userId?: string
+      readonly testClockId?: string
     }
   | { readonly _tag: "Update"; readonly changes: CustomerChanges }
   | {
@@ -265,7 +266,8 @@ const decide = (
         phone: command.phone,
         tags,
         metadata,
-        ...(command.userId === undefined ? {} : { userId: command.userId })
+        ...(command.userId === undefined ? {} : { userId: command.userId }),
+        ...(command.testClockId === undefined ? {} : { testClockId: command.testClockId })
       })
     ])
   }

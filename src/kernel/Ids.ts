@@ -29,7 +29,8 @@ export const ID_PREFIXES = [
   "sub",
   "ue",
   "ses",
-  "prs"
+  "prs",
+  "clock"
 ] as const
 export type IdPrefix = (typeof ID_PREFIXES)[number]
 
