@@ -111,16 +111,11 @@ export const CustomerSummary = Customer.pick(
 ).annotations({ identifier: "CustomerSummary" })
 
 /** What `POST /user` answers (spec §2.4). */
-export const CreatedCustomer = Customer.pick(
-  "id",
-  "email",
-  "firstName",
-  "lastName",
-  "testClockId",
-  "createdAt"
-).annotations({
-  identifier: "CreatedCustomer"
-})
+export const CreatedCustomer = Customer.pick("id", "email", "firstName", "lastName", "createdAt").annotations(
+  {
+    identifier: "CreatedCustomer"
+  }
+)
 
 // --- Requests --------------------------------------------------------------------------------------
 

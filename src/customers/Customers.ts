@@ -247,7 +247,6 @@ export const makeCustomers = Effect.gen(function* () {
         email: input.email,
         firstName: input.firstName,
         lastName: input.lastName,
-        testClockId: input.testClockId ?? null,
         createdAt: result.events[0]?.recordedAt ?? (yield* Time.now)
       }
     }).pipe(orDieUnlessHttp)

@@ -60,6 +60,8 @@ export interface CustomerState {
   readonly metadata: Metadata
   readonly addresses: ReadonlyArray<Address>
   readonly userId: string | undefined
+  /** The billing test clock the customer lives on, if any. */
+  readonly testClockId: string | null
   readonly active: boolean
   readonly createdAt: Date
   readonly updatedAt: Date
@@ -76,6 +78,7 @@ const initial: CustomerState = {
   metadata: {},
   addresses: [],
   userId: undefined,
+  testClockId: null,
   active: true,
   createdAt: new Date(0),
   updatedAt: new Date(0)
@@ -155,6 +158,7 @@ const evolve = (state: CustomerState, event: Recorded<CustomerEvent> | CustomerE
         tags: event.data.tags,
         metadata: revealOr(event.data.metadata, {}),
         userId: event.data.userId,
+        testClockId: event.data.testClockId ?? null,
         createdAt: at,
         updatedAt: at
       }
@@ -342,6 +346,7 @@ export const customerSnapshot = (state: CustomerState) => ({
   tags: state.tags,
   active: state.active,
   hasAccount: state.userId !== undefined,
+  testClockId: state.testClockId,
   createdAt: state.createdAt.toISOString(),
   updatedAt: state.updatedAt.toISOString()
 })

@@ -15,8 +15,6 @@ export interface CreatedCustomer {
   readonly email: string
   readonly firstName: string
   readonly lastName: string
-  /** The billing test clock the customer lives on (null for most). */
-  readonly testClockId: string | null
   readonly createdAt: string
 }
 
@@ -28,8 +26,7 @@ export const NEW_RECORD = {
   orderCount: 0,
   totalSpent: 0,
   tags: [],
-  active: true,
-  testClockId: null
+  active: true
 }
 
 /** `POST /user` as staff; fails the test unless it answers 201. */

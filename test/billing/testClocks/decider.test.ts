@@ -101,12 +101,10 @@ describe("test clock decider", () => {
           to: new Date(T0.getTime() + days * 86_400_000),
           takeOver
         })),
-      fc
-        .integer({ min: -30, max: 60 })
-        .map((days) => ({
-          _tag: "FinishAdvance" as const,
-          frozenTime: new Date(T0.getTime() + days * 86_400_000)
-        }))
+      fc.integer({ min: -30, max: 60 }).map((days) => ({
+        _tag: "FinishAdvance" as const,
+        frozenTime: new Date(T0.getTime() + days * 86_400_000)
+      }))
     )
     fc.assert(
       fc.property(fc.array(command, { maxLength: 30 }), (commands) => {
