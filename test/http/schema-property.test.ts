@@ -225,7 +225,18 @@ const STATEFUL_400S: ReadonlyArray<{
   { op: "checkouts.create", code: "currency_mismatch" },
   { op: "checkouts.create", code: "amount_too_large", param: "lineItems" },
   { op: "checkouts.create", code: "parameter_missing", param: "email" },
-  { op: "checkouts.confirm", code: "parameter_missing", param: "paymentMethod" }
+  { op: "checkouts.confirm", code: "parameter_missing", param: "paymentMethod" },
+  // Test clocks: list cursors as above; an advance must move the clock forward (its stored time); a
+  // customer's test clock must exist.
+  { op: "v1TestClocks.list", code: "resource_missing" },
+  { op: "v1TestClocks.list", code: "parameter_invalid", param: "endingBefore" },
+  {
+    op: "v1TestClocks.advance",
+    code: "parameter_invalid",
+    param: "frozenTime",
+    unless: /^(?!frozenTime must be later)/
+  },
+  { op: "customers.create", code: "resource_missing", param: "testClockId" }
 ]
 
 /** Why a reply breaks the property, or undefined. */
@@ -385,6 +396,14 @@ layer(identityHttp(), OPTIONS)("every operation against its own schemas", (it) =
             ).id
           )
         }
+        const clocks: Array<string> = []
+        for (let i = 0; i < 3; i++) {
+          clocks.push(
+            created<{ id: string }>(
+              yield* call("POST", "/v1/test/clocks", { token, json: { frozenTime: "2030-01-01T00:00:00Z" } })
+            ).id
+          )
+        }
         const known: Known = {
           "/user:id": customers,
           "/user:address_id": addresses,
@@ -401,7 +420,8 @@ layer(identityHttp(), OPTIONS)("every operation against its own schemas", (it) =
           "/v1/test/payment-intents:id": payments.map((p) => p.paymentIntentId),
           "/v1/refunds:id": refunds,
           "/v1/orders:id": orders,
-          "/v1/checkouts:id": checkouts
+          "/v1/checkouts:id": checkouts,
+          "/v1/test/clocks:id": clocks
         }
 
         const ordered = [...operations.filter((op) => !destructive(op)), ...operations.filter(destructive)]
