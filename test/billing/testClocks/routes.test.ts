@@ -8,8 +8,12 @@
 import { layer } from "@effect/vitest"
 import { Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { expect } from "vitest"
+import { TestClocksProjection } from "../../../src/billing/testClocks/projection.js"
 import { makeAppConfig } from "../../../src/config.js"
+import { CustomersProjection } from "../../../src/customers/projection.js"
+import { rebuildProjection } from "../../../src/processors/Rebuild.js"
 import { createCustomer, getCustomer, NEW_RECORD, registeredShopper } from "../../support/customers.js"
+import { rowsOf } from "../../support/database.js"
 import { call, expectError, IdentityHttp, identityHttp, uniqueEmail } from "../../support/identity.js"
 import { ok, staffToken } from "../../support/payments.js"
 
@@ -216,6 +220,36 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("test clock
         // Nothing was created: the address is still free.
         ok(201)(yield* call("POST", "/user", { token, json: { email, firstName: "A", lastName: "B" } }))
       })
+  )
+})
+
+layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("test clocks read model", (it) => {
+  it.effect("a rebuild from the log reproduces every row (created, advanced twice, deleted)", () =>
+    Effect.gen(function* () {
+      const token = yield* staffToken
+      const ids: Array<string> = []
+      for (let i = 0; i < 3; i++)
+        ids.push(ok(201)(yield* createClock(token, { frozenTime: T0, name: `r${i}` })).id)
+      for (const day of ["2031-06-01", "2031-07-01"])
+        ok(200)(
+          yield* call("POST", `/v1/test/clocks/${ids[0]}/advance`, { token, json: { frozenTime: day } })
+        )
+      ok(200)(yield* call("DELETE", `/v1/test/clocks/${ids[1]}`, { token }))
+      const onClock = yield* createCustomer(token, { testClockId: ids[2] })
+      const before = yield* rowsOf("billing.test_clocks", "clock_id")
+      expect(before.map((r) => r.clock_id)).toEqual(expect.arrayContaining([ids[0], ids[2]]))
+      expect(before.map((r) => r.clock_id)).not.toContain(ids[1])
+      const report = yield* rebuildProjection(TestClocksProjection, { batchSize: 2 })
+      expect(report.events).toBeGreaterThanOrEqual(7)
+      expect(yield* rowsOf("billing.test_clocks", "clock_id")).toEqual(before)
+      const customers = yield* rowsOf("customers.customers", "customer_id")
+      yield* rebuildProjection(CustomersProjection, { batchSize: 5 })
+      expect(yield* rowsOf("customers.customers", "customer_id")).toEqual(customers)
+      expect(customers.find((r) => r.customer_id === onClock.id)?.test_clock_id).toBe(ids[2])
+      expect(ok(200)(yield* call("GET", `/v1/test/clocks/${ids[0]}`, { token })).frozenTime).toBe(
+        "2031-07-01T00:00:00.000Z"
+      )
+    })
   )
 })
 
