@@ -4,18 +4,27 @@
  * its due time and with `BillingClock.nowFor(clock)` answering that time; items the handlers schedule
  * within the range run too; the frozen time is persisted; real-time items and other clocks' items
  * stay pending, and a real-time worker never claims a clocked kind. Then: a second advance, deleting
- * a clock (its pending work cancelled), concurrent advances, a failing handler, the runaway guard.
+ * a clock (its pending work cancelled), concurrent advances, a failing handler, the runaway guard,
+ * and the take-over of an advance whose process died.
  *
  * `BillingDueWork` is the subscriptions part's; here a small implementation of it (the layer below)
  * records what ran and when, and schedules a follow-up when an item asks — a test of the advance
  * loop, not of billing's handlers.
  */
 import { NodeHttpServer } from "@effect/platform-node"
+import { SqlClient } from "@effect/sql"
 import { layer } from "@effect/vitest"
 import { Context, Duration, Effect, Fiber, Layer, Option, Ref, Schema } from "effect"
 import { expect } from "vitest"
 import { BillingClock, BillingDueWork, clockedKind } from "../../../src/billing/contract.js"
-import { makeTestClocksWith, TestClocks } from "../../../src/billing/testClocks/TestClocks.js"
+import { TestClockDecider, testClockStream } from "../../../src/billing/testClocks/decider.js"
+import {
+  fixedClock,
+  makeTestClocksWith,
+  STALL_AFTER,
+  TestClocks
+} from "../../../src/billing/testClocks/TestClocks.js"
+import { CommandRunner } from "../../../src/kernel/CommandRunner.js"
 import * as Time from "../../../src/kernel/Time.js"
 import { DueOutcome, DueWork, dueWorker } from "../../../src/processors/DueWork.js"
 import { HttpAppLive } from "../../../src/server.js"
@@ -372,5 +381,42 @@ layer(ClocksHttp, { excludeTestServices: true, timeout: 120_000 })("advancing a 
         expect(yield* getClock(token, clock.id)).toMatchObject({ status: "ready", frozenTime: iso(at(1)) })
         expect(yield* statusOf(RENEW, clock.id, `${p}again`)).toBe("pending")
       })
+  )
+
+  it.effect("an advance whose process died is taken over once it has been silent for a while", () =>
+    Effect.gen(function* () {
+      const token = yield* staffToken
+      const clock = yield* createClock(token, T0)
+      const p = `${clock.id}:`
+      yield* schedule(RENEW, clock.id, `${p}held`, at(1))
+      // An advance to day 3 started and claimed its first item, then its process died.
+      const runner = yield* CommandRunner
+      yield* runner.transact(
+        runner.execute(TestClockDecider, testClockStream(clock.id), {
+          _tag: "StartAdvance",
+          to: at(3),
+          takeOver: false
+        })
+      )
+      const work = yield* DueWork
+      const claimed = yield* work
+        .claim({ kinds: [clockedKind(RENEW, clock.id)], limit: 1, owner: "died", leaseTtl: "5 minutes" })
+        .pipe(Effect.withClock(fixedClock(at(3))))
+      expect(claimed.map((c) => c.key)).toEqual([`${p}held`])
+      // Still fresh: another advance is refused.
+      expectError(yield* advance(token, clock.id, at(5)), 409, "test_clock_advancing")
+      // Silent for longer than STALL_AFTER: the next advance takes over, and runs the abandoned item.
+      const sql = yield* SqlClient.SqlClient
+      const silentSince = new Date((yield* Time.now).getTime() - Duration.toMillis(STALL_AFTER) - 1000)
+      yield* sql`UPDATE billing.test_clocks SET heartbeat_at = ${silentSince} WHERE clock_id = ${clock.id}`
+      expect(ok(200)(yield* advance(token, clock.id, at(5)))).toMatchObject({
+        status: "ready",
+        frozenTime: iso(at(5))
+      })
+      expect((yield* ranOf(p)).map((r) => [r.key.slice(p.length), r.clockNow])).toEqual([
+        ["held", iso(at(1))]
+      ])
+      expect(yield* statusOf(RENEW, clock.id, `${p}held`)).toBe("done")
+    })
   )
 })
