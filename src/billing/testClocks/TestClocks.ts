@@ -221,7 +221,8 @@ export const makeTestClocksWith = (options: TestClocksOptions = {}) =>
       }).pipe(orDieUnlessHttp)
 
     /** How an advance's loop ended. */
-    type Stop = { readonly _tag: "Done" } | { readonly _tag: "Limit" } | { readonly _tag: "TakenOver" }
+    type Stop = "Done" | "Limit" | "TakenOver"
+    const stopped = (stop: Stop, reached: Date) => ({ stop, reached })
 
     /**
      * Runs the clock's due items up to `target`, one at a time in due-time order (the advance started
@@ -244,17 +245,17 @@ export const makeTestClocksWith = (options: TestClocksOptions = {}) =>
           const [item] = yield* work
             .claim({ kinds, limit: 1, owner, leaseTtl: ITEM_LEASE })
             .pipe(Effect.withClock(fixedClock(target)))
-          if (item === undefined) return { stop: { _tag: "Done" } as Stop, reached }
+          if (item === undefined) return stopped("Done", reached)
           if (count >= maxItems) {
             yield* work.release(item)
-            return { stop: { _tag: "Limit" } as Stop, reached }
+            return stopped("Limit", reached)
           }
           count++
           // An item left behind by an advance that died may be due before where the clock is now.
           const at = later(item.dueAt, reached)
           if (!(yield* stepFrozenTime(sql, clockId, version, at, yield* Time.now))) {
             yield* work.release(item)
-            return { stop: { _tag: "TakenOver" } as Stop, reached }
+            return stopped("TakenOver", reached)
           }
           yield* runItem(dueWork, item, at)
           reached = at
@@ -326,7 +327,7 @@ export const makeTestClocksWith = (options: TestClocksOptions = {}) =>
               return yield* Effect.failCause(ran.cause)
             }
             const { stop, reached } = ran.value
-            switch (stop._tag) {
+            switch (stop) {
               case "TakenOver":
                 return yield* Effect.fail(advancing)
               case "Limit":
