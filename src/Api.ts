@@ -7,6 +7,7 @@
 import { HttpApi, HttpApiBuilder, OpenApi } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { billingModule } from "./billing/module.js"
+import { testClocksModule } from "./billing/testClocks/module.js"
 import { catalogModule } from "./catalog/module.js"
 import { checkoutModule } from "./checkout/module.js"
 import { customersModule } from "./customers/module.js"
@@ -40,6 +41,7 @@ export class Api extends ApiBase.add(SystemApi)
   .addHttpApi(ordersModule.routes)
   .addHttpApi(checkoutModule.routes)
   .addHttpApi(billingModule.routes)
+  .addHttpApi(testClocksModule.routes)
   .annotate(OpenApi.Title, "commerce-platform")
   .annotate(OpenApi.Version, "0.1.0")
   .annotate(OpenApi.License, { name: "MIT", url: "https://opensource.org/licenses/MIT" })
@@ -75,7 +77,8 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
     paymentsModule.http,
     ordersModule.http,
     checkoutModule.http,
-    billingModule.http
+    billingModule.http,
+    testClocksModule.http
   ])
 )
 

@@ -4,6 +4,7 @@
  * routes and layers in src/Api.ts and src/services.ts, one line each).
  */
 import { billingModule } from "./billing/module.js"
+import { testClocksModule } from "./billing/testClocks/module.js"
 import { catalogModule } from "./catalog/module.js"
 import { checkoutModule } from "./checkout/module.js"
 import { customersModule } from "./customers/module.js"
@@ -33,6 +34,7 @@ export const modules = [
   ordersModule,
   checkoutModule,
   billingModule,
+  testClocksModule,
   flowsModule
 ] as const
 

@@ -8,8 +8,8 @@ import type { SqlClient } from "@effect/sql"
 import { Layer } from "effect"
 import { Api } from "./Api.js"
 import { OpsStatusLive, subscriptionSpecs } from "./audit/OpsStatus.js"
-import { RealTimeBillingClock } from "./billing/index.js"
 import { billingModule, ZeroUsageLedger } from "./billing/module.js"
+import { testClocksModule } from "./billing/testClocks/module.js"
 import { catalogModule } from "./catalog/module.js"
 import { checkoutModule } from "./checkout/module.js"
 import type { AppConfig } from "./config.js"
@@ -60,7 +60,9 @@ export const ContextServicesLive = Layer.mergeAll(
   paymentsModule.services,
   ordersModule.services,
   checkoutModule.services,
-  billingModule.services
+  billingModule.services,
+  // A test clock's advance runs billing's due work (`BillingDueWork`, from billing's use cases).
+  testClocksModule.services.pipe(Layer.provide(billingModule.services))
 ).pipe(
   Layer.provideMerge(
     Layer.mergeAll(
@@ -72,7 +74,8 @@ export const ContextServicesLive = Layer.mergeAll(
       paymentsModule.port,
       ordersModule.port,
       checkoutModule.port,
-      billingModule.port
+      billingModule.port,
+      testClocksModule.port
     )
   ),
   Layer.provideMerge(
@@ -86,7 +89,6 @@ export const ContextServicesLive = Layer.mergeAll(
       ordersModule.infra,
       checkoutModule.infra,
       billingModule.infra,
-      RealTimeBillingClock, // replaced by src/billing/testClocks on merge
       ZeroUsageLedger, // replaced by src/billing/usage on merge
       RateLimiterLive
     )

@@ -93,6 +93,8 @@ export const Customer = Schema.Struct({
   active: Schema.Boolean,
   /** A registered shopper can log in as this customer. */
   hasAccount: Schema.Boolean,
+  /** The billing test clock the customer lives on (`POST /user {testClockId}`), else null. */
+  testClockId: Schema.NullOr(Schema.String),
   createdAt: Schema.Date,
   updatedAt: Schema.Date
 }).annotations({ identifier: "Customer" })
@@ -139,7 +141,14 @@ const NewCustomer = Schema.Struct({
   lastName: Text("lastName"),
   phone: Schema.optional(Schema.NullOr(Phone)),
   tags: Schema.optional(TagList),
-  metadata: Schema.optional(MetadataObject)
+  metadata: Schema.optional(MetadataObject),
+  testClockId: Schema.optional(
+    Schema.String.pipe(
+      Schema.pattern(/^clock_[0-7][0-9a-hjkmnp-tv-z]{25}$/, {
+        message: () => "testClockId must be a test clock id (clock_…)"
+      })
+    )
+  )
 })
 
 const CustomerPatch = Schema.Struct({
@@ -196,7 +205,9 @@ export class CustomersApi extends HttpApiGroup.make("customers")
       .annotate(
         OpenApi.Description,
         "`email`, `firstName` and `lastName` are required. `metadata`: at most 50 keys of up to 40 characters, " +
-          "8 KiB as JSON. `tags`: at most 100, each 1–64 characters, duplicates dropped."
+          "8 KiB as JSON. `tags`: at most 100, each 1–64 characters, duplicates dropped. `testClockId` (test " +
+          "processor only): the customer lives on that test clock (`/v1/test/clocks`); an unknown or deleted " +
+          "clock → 400 `resource_missing` on `testClockId`."
       )
   )
   .add(

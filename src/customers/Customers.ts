@@ -25,6 +25,7 @@ import {
   customerStream,
   type NewAddress
 } from "./decider.js"
+import { CustomerClocks } from "./index.js"
 import {
   type CustomerListQuery,
   type CustomerSort,
@@ -42,6 +43,7 @@ export interface NewCustomerInput {
   readonly phone?: string | null | undefined
   readonly tags?: ReadonlyArray<string> | undefined
   readonly metadata?: Readonly<Record<string, unknown>> | undefined
+  readonly testClockId?: string | undefined
 }
 
 /** The `Create` command for a new customer's input (optional fields at their defaults). */
@@ -56,7 +58,8 @@ export const createCustomerCommand = (
   lastName: input.lastName,
   phone: input.phone ?? null,
   tags: input.tags ?? [],
-  metadata: input.metadata ?? {}
+  metadata: input.metadata ?? {},
+  ...(input.testClockId === undefined ? {} : { testClockId: input.testClockId })
 })
 
 export interface CustomerPatchInput {
@@ -122,8 +125,32 @@ export const makeCustomers = Effect.gen(function* () {
   const identity = yield* IdentityPort
   const transact = yield* makeTransact
   const sql = yield* SqlClient.SqlClient
+  const clocks = yield* Effect.serviceOption(CustomerClocks)
   const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.provideService(effect, SqlClient.SqlClient, sql)
+
+  /** A new customer's test clock must exist (and is held until the creation commits). */
+  const ensureClock = (testClockId: string | undefined) =>
+    Effect.gen(function* () {
+      if (testClockId === undefined) return
+      const offered = Option.isSome(clocks) && clocks.value.offered
+      if (offered && (yield* clocks.value.hold(testClockId))) return
+      return yield* Effect.fail(
+        BadRequest.of(
+          offered
+            ? {
+                code: "resource_missing",
+                message: `No such test clock: ${testClockId}`,
+                param: "testClockId"
+              }
+            : {
+                code: "parameter_invalid",
+                message: "test clocks exist only with PAYMENT_PROCESSOR=test",
+                param: "testClockId"
+              }
+        )
+      )
+    })
 
   /** The customer id a request acts on: `me` and a shopper's own id resolve; anything else is 404. */
   const resolve = (actor: AuthenticatedActor, id: string) => {
@@ -204,7 +231,10 @@ export const makeCustomers = Effect.gen(function* () {
       const callerTransaction = yield* inTransaction
       const result = yield* transact(
         Effect.zipRight(
-          ensureEmailFree(input.email, undefined, callerTransaction),
+          Effect.zipRight(
+            ensureEmailFree(input.email, undefined, callerTransaction),
+            ensureClock(input.testClockId)
+          ),
           execute(customerId, createCustomerCommand(customerId, input), actor)
         )
       ).pipe(

@@ -60,6 +60,8 @@ export interface CustomerState {
   readonly metadata: Metadata
   readonly addresses: ReadonlyArray<Address>
   readonly userId: string | undefined
+  /** The billing test clock the customer lives on, if any. */
+  readonly testClockId: string | null
   readonly active: boolean
   readonly createdAt: Date
   readonly updatedAt: Date
@@ -76,6 +78,7 @@ const initial: CustomerState = {
   metadata: {},
   addresses: [],
   userId: undefined,
+  testClockId: null,
   active: true,
   createdAt: new Date(0),
   updatedAt: new Date(0)
@@ -114,6 +117,7 @@ export type CustomerCommand =
       readonly tags: ReadonlyArray<string>
       readonly metadata: Metadata
       readonly userId?: string
+      readonly testClockId?: string
     }
   | { readonly _tag: "Update"; readonly changes: CustomerChanges }
   | {
@@ -154,6 +158,7 @@ const evolve = (state: CustomerState, event: Recorded<CustomerEvent> | CustomerE
         tags: event.data.tags,
         metadata: revealOr(event.data.metadata, {}),
         userId: event.data.userId,
+        testClockId: event.data.testClockId ?? null,
         createdAt: at,
         updatedAt: at
       }
@@ -265,7 +270,8 @@ const decide = (
         phone: command.phone,
         tags,
         metadata,
-        ...(command.userId === undefined ? {} : { userId: command.userId })
+        ...(command.userId === undefined ? {} : { userId: command.userId }),
+        ...(command.testClockId === undefined ? {} : { testClockId: command.testClockId })
       })
     ])
   }
@@ -340,6 +346,7 @@ export const customerSnapshot = (state: CustomerState) => ({
   tags: state.tags,
   active: state.active,
   hasAccount: state.userId !== undefined,
+  testClockId: state.testClockId,
   createdAt: state.createdAt.toISOString(),
   updatedAt: state.updatedAt.toISOString()
 })

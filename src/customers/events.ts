@@ -17,7 +17,9 @@ export const CustomerCreated = defineEvent("customer.created", {
     tags: Schema.Array(Schema.String),
     metadata: Personal(Metadata),
     /** The login of a registered shopper; absent for customers created by staff. */
-    userId: Schema.optional(Schema.String)
+    userId: Schema.optional(Schema.String),
+    /** The billing test clock the customer lives on (`POST /user {testClockId}`); absent for most. */
+    testClockId: Schema.optional(Schema.String)
   }),
   subject: (d) => d.customerId
 })

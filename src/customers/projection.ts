@@ -56,11 +56,11 @@ export const CustomersProjection = defineProjection({
             const d = e.data
             if (isShredded(d.email) || isShredded(d.firstName) || isShredded(d.lastName)) break
             yield* executeInTransaction(sql`INSERT INTO ${customers} (customer_id, user_id, email, email_normalized, first_name,
-                last_name, phone, tags, metadata, active, created_at, updated_at, version)
+                last_name, phone, tags, metadata, active, test_clock_id, created_at, updated_at, version)
               VALUES (${d.customerId}, ${d.userId ?? null}, ${d.email}, ${normalizeEmail(d.email)}, ${d.firstName},
                 ${d.lastName}, ${isShredded(d.phone) ? null : d.phone}, ${textArray(sql, d.tags)},
-                ${JSON.stringify(isShredded(d.metadata) ? {} : d.metadata)}::jsonb, true, ${at}, ${at},
-                ${e.streamVersion})
+                ${JSON.stringify(isShredded(d.metadata) ? {} : d.metadata)}::jsonb, true, ${d.testClockId ?? null},
+                ${at}, ${at}, ${e.streamVersion})
               ON CONFLICT (customer_id) DO NOTHING`)
             break
           }

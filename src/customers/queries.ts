@@ -51,6 +51,8 @@ export interface CustomerRow extends CustomerSummaryRow {
   readonly hasAccount: boolean
   readonly updatedAt: Date
   readonly addresses: ReadonlyArray<AddressRow>
+  /** The billing test clock the customer lives on, if any. */
+  readonly testClockId: string | null
 }
 
 const SORT_COLUMNS: Record<SortField, string> = {
@@ -114,7 +116,8 @@ export const selectCustomer = (sql: SqlClient.SqlClient, customerId: string) =>
   Effect.map(
     sql<CustomerRow>`SELECT c.customer_id AS id, c.email, c.first_name AS "firstName", c.last_name AS "lastName",
         c.phone, c.metadata, c.tags, c.active, c.user_id IS NOT NULL AS "hasAccount", c.order_count AS "orderCount",
-        c.total_spent AS "totalSpent", c.created_at AS "createdAt", c.updated_at AS "updatedAt", c.addresses
+        c.total_spent AS "totalSpent", c.created_at AS "createdAt", c.updated_at AS "updatedAt", c.addresses,
+        c.test_clock_id AS "testClockId"
       FROM ${sql(CUSTOMERS)} c WHERE c.customer_id = ${customerId}`,
     (rows) => Option.fromNullable(rows[0])
   )

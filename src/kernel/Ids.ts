@@ -30,7 +30,8 @@ export const ID_PREFIXES = [
   "ue",
   "in",
   "ses",
-  "prs"
+  "prs",
+  "clock"
 ] as const
 export type IdPrefix = (typeof ID_PREFIXES)[number]
 

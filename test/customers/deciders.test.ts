@@ -127,6 +127,7 @@ describe("CustomerDecider: Create", () => {
       ...fields,
       addresses: [],
       userId: undefined,
+      testClockId: null,
       active: true,
       // Decided events carry no recordedAt: the times stay those of the state folded into.
       createdAt: new Date(0),
@@ -749,6 +750,7 @@ describe("CustomerDecider: recorded events and public events", () => {
       tags: ["vip", "gold"],
       active: true,
       hasAccount: true,
+      testClockId: null,
       createdAt: t0.toISOString(),
       updatedAt: new Date(t0.getTime() + 7 * 60_000).toISOString()
     })

@@ -277,6 +277,7 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("customer e
         tags: ["new"],
         active: true,
         hasAccount: false,
+        testClockId: null,
         createdAt: customer.createdAt,
         updatedAt: customer.createdAt
       })

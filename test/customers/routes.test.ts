@@ -67,6 +67,7 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("customers 
         lastName: "Hopper",
         ...NEW_RECORD,
         hasAccount: false,
+        testClockId: null,
         createdAt: r.body.createdAt,
         updatedAt: r.body.createdAt
       })
@@ -799,6 +800,7 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("customers 
           "orderCount",
           "phone",
           "tags",
+          "testClockId",
           "totalSpent",
           "updatedAt"
         ].sort()

@@ -243,7 +243,18 @@ const STATEFUL_400S: ReadonlyArray<{
   { op: "subscriptions.update", code: "resource_missing", param: "productId" },
   { op: "subscriptions.update", code: "parameter_invalid", param: "productId" },
   { op: "subscriptions.update", code: "currency_mismatch", param: "productId" },
-  { op: "subscriptions.update", code: "amount_too_large", param: "quantity" }
+  { op: "subscriptions.update", code: "amount_too_large", param: "quantity" },
+  // Test clocks: list cursors as above; an advance must move the clock forward (its stored time); a
+  // customer's test clock must exist.
+  { op: "v1TestClocks.list", code: "resource_missing" },
+  { op: "v1TestClocks.list", code: "parameter_invalid", param: "endingBefore" },
+  {
+    op: "v1TestClocks.advance",
+    code: "parameter_invalid",
+    param: "frozenTime",
+    unless: /^(?!frozenTime must be later)/
+  },
+  { op: "customers.create", code: "resource_missing", param: "testClockId" }
 ]
 
 /** Why a reply breaks the property, or undefined. */
@@ -424,6 +435,14 @@ layer(identityHttp(), OPTIONS)("every operation against its own schemas", (it) =
           subscriptions.push(sub.id)
           invoices.push(sub.latestInvoice.id)
         }
+        const clocks: Array<string> = []
+        for (let i = 0; i < 3; i++) {
+          clocks.push(
+            created<{ id: string }>(
+              yield* call("POST", "/v1/test/clocks", { token, json: { frozenTime: "2030-01-01T00:00:00Z" } })
+            ).id
+          )
+        }
         const known: Known = {
           "/user:id": customers,
           "/user:address_id": addresses,
@@ -442,7 +461,8 @@ layer(identityHttp(), OPTIONS)("every operation against its own schemas", (it) =
           "/v1/orders:id": orders,
           "/v1/checkouts:id": checkouts,
           "/v1/subscriptions:id": subscriptions,
-          "/v1/invoices:id": invoices
+          "/v1/invoices:id": invoices,
+          "/v1/test/clocks:id": clocks
         }
 
         const ordered = [...operations.filter((op) => !destructive(op)), ...operations.filter(destructive)]
