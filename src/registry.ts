@@ -3,6 +3,7 @@
  * projection and background processor. Adding a context is adding its `module.ts` here (and its
  * routes and layers in src/Api.ts and src/services.ts, one line each).
  */
+import { usageModule } from "./billing/usage/module.js"
 import { catalogModule } from "./catalog/module.js"
 import { checkoutModule } from "./checkout/module.js"
 import { customersModule } from "./customers/module.js"
@@ -31,7 +32,8 @@ export const modules = [
   paymentsModule,
   ordersModule,
   checkoutModule,
-  flowsModule
+  flowsModule,
+  usageModule
 ] as const
 
 export const eventTypes: ReadonlyArray<AnyEventType> = modules.flatMap(

@@ -8,6 +8,8 @@ import type { SqlClient } from "@effect/sql"
 import { Layer } from "effect"
 import { Api } from "./Api.js"
 import { OpsStatusLive, subscriptionSpecs } from "./audit/OpsStatus.js"
+import { RealTimeBillingClock } from "./billing/contract.js"
+import { usageModule } from "./billing/usage/module.js"
 import { catalogModule } from "./catalog/module.js"
 import { checkoutModule } from "./checkout/module.js"
 import type { AppConfig } from "./config.js"
@@ -56,7 +58,8 @@ export const ContextServicesLive = Layer.mergeAll(
   eventsModule.services,
   paymentsModule.services,
   ordersModule.services,
-  checkoutModule.services
+  checkoutModule.services,
+  usageModule.services
 ).pipe(
   Layer.provideMerge(
     Layer.mergeAll(
@@ -67,7 +70,8 @@ export const ContextServicesLive = Layer.mergeAll(
       catalogModule.port,
       paymentsModule.port,
       ordersModule.port,
-      checkoutModule.port
+      checkoutModule.port,
+      usageModule.port
     )
   ),
   Layer.provideMerge(
@@ -80,6 +84,9 @@ export const ContextServicesLive = Layer.mergeAll(
       paymentsModule.infra,
       ordersModule.infra,
       checkoutModule.infra,
+      usageModule.infra,
+      // Billing's clock: real time until src/billing/testClocks provides BillingClock (then drop this line).
+      RealTimeBillingClock,
       RateLimiterLive
     )
   )
