@@ -329,8 +329,8 @@ layer(IdentityHttp, OPTIONS)("usage over HTTP", (it) => {
           const results = r.body.results as ReadonlyArray<{
             index: number
             status: number
-            record?: any
-            error?: any
+            record?: { id: string; identifier: string; object: string; value: number }
+            error?: { code: string; param?: string }
           }>
           expect(results.map((x) => x.index)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
           expect(results.map((x) => x.status)).toEqual([201, 200, 409, 400, 400, 404, 201, 200, 409, 400])
