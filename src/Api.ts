@@ -6,7 +6,7 @@
  */
 import { HttpApi, HttpApiBuilder, OpenApi } from "@effect/platform"
 import { Effect, Layer } from "effect"
-import { usageModule } from "./billing/usage/module.js"
+import { billingModule } from "./billing/module.js"
 import { catalogModule } from "./catalog/module.js"
 import { checkoutModule } from "./checkout/module.js"
 import { customersModule } from "./customers/module.js"
@@ -39,7 +39,7 @@ export class Api extends ApiBase.add(SystemApi)
   .addHttpApi(paymentsModule.routes)
   .addHttpApi(ordersModule.routes)
   .addHttpApi(checkoutModule.routes)
-  .addHttpApi(usageModule.routes)
+  .addHttpApi(billingModule.routes)
   .annotate(OpenApi.Title, "commerce-platform")
   .annotate(OpenApi.Version, "0.1.0")
   .annotate(OpenApi.License, { name: "MIT", url: "https://opensource.org/licenses/MIT" })
@@ -75,7 +75,7 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
     paymentsModule.http,
     ordersModule.http,
     checkoutModule.http,
-    usageModule.http
+    billingModule.http
   ])
 )
 

@@ -3,7 +3,7 @@
  * projection and background processor. Adding a context is adding its `module.ts` here (and its
  * routes and layers in src/Api.ts and src/services.ts, one line each).
  */
-import { usageModule } from "./billing/usage/module.js"
+import { billingModule } from "./billing/module.js"
 import { catalogModule } from "./catalog/module.js"
 import { checkoutModule } from "./checkout/module.js"
 import { customersModule } from "./customers/module.js"
@@ -33,7 +33,7 @@ export const modules = [
   ordersModule,
   checkoutModule,
   flowsModule,
-  usageModule
+  billingModule
 ] as const
 
 export const eventTypes: ReadonlyArray<AnyEventType> = modules.flatMap(

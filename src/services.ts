@@ -8,8 +8,8 @@ import type { SqlClient } from "@effect/sql"
 import { Layer } from "effect"
 import { Api } from "./Api.js"
 import { OpsStatusLive, subscriptionSpecs } from "./audit/OpsStatus.js"
-import { RealTimeBillingClock } from "./billing/contract.js"
-import { usageModule } from "./billing/usage/module.js"
+import { RealTimeBillingClock } from "./billing/index.js"
+import { billingModule } from "./billing/module.js"
 import { catalogModule } from "./catalog/module.js"
 import { checkoutModule } from "./checkout/module.js"
 import type { AppConfig } from "./config.js"
@@ -59,7 +59,7 @@ export const ContextServicesLive = Layer.mergeAll(
   paymentsModule.services,
   ordersModule.services,
   checkoutModule.services,
-  usageModule.services
+  billingModule.services
 ).pipe(
   Layer.provideMerge(
     Layer.mergeAll(
@@ -71,7 +71,7 @@ export const ContextServicesLive = Layer.mergeAll(
       paymentsModule.port,
       ordersModule.port,
       checkoutModule.port,
-      usageModule.port
+      billingModule.port
     )
   ),
   Layer.provideMerge(
@@ -84,7 +84,7 @@ export const ContextServicesLive = Layer.mergeAll(
       paymentsModule.infra,
       ordersModule.infra,
       checkoutModule.infra,
-      usageModule.infra,
+      billingModule.infra,
       // Billing's clock: real time until src/billing/testClocks provides BillingClock (then drop this line).
       RealTimeBillingClock,
       RateLimiterLive

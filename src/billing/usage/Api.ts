@@ -9,14 +9,13 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { AGGREGATIONS } from "../../catalog/events.js"
 import { ApiBase } from "../../http/ApiBase.js"
 import { Authentication } from "../../http/Auth.js"
 import { scoped } from "../../http/Endpoints.js"
 import { Conflict, ErrorDetail, NotFound } from "../../http/errors.js"
 import { Instant, Text } from "../../http/Fields.js"
 import { Metadata, MetadataInput } from "../../kernel/Metadata.js"
-import { hasAtMostSixDecimals, MAX_VALUE } from "./decider.js"
+import { AGGREGATIONS, hasAtMostSixDecimals, MAX_VALUE } from "./decider.js"
 
 export const MAX_BATCH = 1000
 export const MAX_IDENTIFIER = 255

@@ -10,6 +10,15 @@ import { defineDecider } from "../../kernel/Decider.js"
 import type { UsageAggregation, UsagePrice } from "../contract.js"
 import { type UsageEvent, UsageRecorded, usageEventTypes } from "./events.js"
 
+/** The aggregations a usage price may have (the catalog's `usage.aggregation`). */
+export const AGGREGATIONS = [
+  "sum",
+  "count",
+  "max",
+  "last",
+  "unique_count"
+] as const satisfies ReadonlyArray<UsageAggregation>
+
 // --- Values -------------------------------------------------------------------------------------------
 
 /** Values are below this (so `toFixed(6)` is plain decimal notation and sums stay exact in numeric). */

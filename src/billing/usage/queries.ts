@@ -7,10 +7,10 @@
 import type { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option, Schema } from "effect"
-import { AGGREGATIONS } from "../../catalog/events.js"
 import { textArray } from "../../db/Sql.js"
 import type { UsageRecordObject } from "./Api.js"
 import {
+  AGGREGATIONS,
   combine,
   emptyPartial,
   microsOf,
