@@ -398,7 +398,8 @@ export const makeUsage = Effect.gen(function* () {
       meter: input.meter,
       from: input.from,
       to: input.to,
-      distinct: input.usage.aggregation === "unique_count"
+      distinct: input.usage.aggregation === "unique_count",
+      last: input.usage.aggregation === "last"
     })
 
   const summary = (actor: AuthenticatedActor, params: UsageSummaryParams) =>
@@ -498,7 +499,8 @@ export const makeUsageLedger = Effect.map(
           meter: input.usage.meter,
           from: input.periodStart,
           to: input.periodEnd,
-          distinct: input.usage.aggregation === "unique_count"
+          distinct: input.usage.aggregation === "unique_count",
+          last: input.usage.aggregation === "last"
         }),
         (partials) => {
           const all = combineAll(partials)

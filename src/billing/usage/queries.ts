@@ -13,6 +13,7 @@ import {
   AGGREGATIONS,
   combine,
   emptyPartial,
+  type LastValue,
   microsOf,
   numberOfMicros,
   type Partial,
@@ -135,21 +136,37 @@ export const recordObject = (row: RecordRow): UsageRecordObject => {
   }
 }
 
-/** The records some (meter, identifier) pairs already hold, keyed `meter\u0000identifier`. */
+/**
+ * The records some (meter, identifier) pairs already hold, keyed `meter\u0000identifier`: through the
+ * unique index (meters and identifiers as arrays, the pairs matched here).
+ */
 export const selectRecordsByIdentifier = (
   sql: SqlClient.SqlClient,
   keys: ReadonlyArray<{ readonly meter: string; readonly identifier: string }>
-): Effect.Effect<ReadonlyMap<string, UsageRecordObject>, SqlError> =>
-  keys.length === 0
-    ? Effect.succeed(new Map())
-    : Effect.map(
-        sql<RecordRow>`SELECT u.id, u.subscription_id AS "subscriptionId", u.customer_id AS "customerId", u.meter,
-            u.identifier, u.value::text AS value, u.occurred_at AS "occurredAt", u.properties,
-            u.period_start AS "periodStart", u.period_end AS "periodEnd", u.created_at AS "createdAt"
-          FROM jsonb_to_recordset(${JSON.stringify(keys)}::jsonb) AS k(meter text, identifier text)
-          JOIN ${sql(USAGE_RECORDS)} u ON u.meter = k.meter AND u.identifier = k.identifier`,
-        (rows) => new Map(rows.map((r) => [identifierKey(r.meter, r.identifier), recordObject(r)]))
+): Effect.Effect<ReadonlyMap<string, UsageRecordObject>, SqlError> => {
+  if (keys.length === 0) return Effect.succeed(new Map())
+  const wanted = new Set(keys.map((k) => identifierKey(k.meter, k.identifier)))
+  const meters = [...new Set(keys.map((k) => k.meter))]
+  const identifiers = [...new Set(keys.map((k) => k.identifier))]
+  const only = keys.length === 1 ? keys[0] : undefined
+  return Effect.map(
+    sql<RecordRow>`SELECT u.id, u.subscription_id AS "subscriptionId", u.customer_id AS "customerId", u.meter,
+        u.identifier, u.value::text AS value, u.occurred_at AS "occurredAt", u.properties,
+        u.period_start AS "periodStart", u.period_end AS "periodEnd", u.created_at AS "createdAt"
+      FROM ${sql(USAGE_RECORDS)} u
+      WHERE ${
+        only !== undefined
+          ? sql`u.meter = ${only.meter} AND u.identifier = ${only.identifier}`
+          : sql`u.meter = ANY(${textArray(sql, meters)}) AND u.identifier = ANY(${textArray(sql, identifiers)})`
+      }`,
+    (rows) =>
+      new Map(
+        rows
+          .filter((r) => wanted.has(identifierKey(r.meter, r.identifier)))
+          .map((r) => [identifierKey(r.meter, r.identifier), recordObject(r)])
       )
+  )
+}
 
 export const identifierKey = (meter: string, identifier: string) => `${meter}\u0000${identifier}`
 
@@ -177,10 +194,13 @@ interface EdgeRow {
   readonly eventCount: string
   readonly sumValue: string
   readonly maxValue: string
-  readonly lastValue: string
-  readonly lastAt: Date | string
-  readonly lastIdentifier: string
   readonly uniques: ReadonlyArray<string> | string | null
+}
+
+interface LastRow {
+  readonly value: string
+  readonly at: Date | string
+  readonly identifier: string
 }
 
 const pgTextArray = (v: ReadonlyArray<string> | string | null): ReadonlyArray<string> => {
@@ -210,6 +230,8 @@ export const rangePartials = (
     readonly from: Date
     readonly to: Date
     readonly distinct: boolean
+    /** Whether the last record matters (aggregation `last`). */
+    readonly last: boolean
   }
 ): Effect.Effect<ReadonlyArray<TimedPartial>, SqlError> =>
   Effect.gen(function* () {
@@ -249,21 +271,47 @@ export const rangePartials = (
       }
     }
     if (from < c || f < to) {
+      const edgeRange = sql`subscription_id = ${input.subscriptionId} AND meter = ${input.meter}
+          AND ((occurred_at >= ${input.from} AND occurred_at < ${cDate})
+            OR (occurred_at >= ${fDate} AND occurred_at < ${input.to}))`
       const edges = yield* sql<EdgeRow>`SELECT occurred_at >= ${fDate} AS late, min(occurred_at) AS "firstAt",
           count(*)::text AS "eventCount", sum(value)::text AS "sumValue", max(value)::text AS "maxValue",
-          (array_agg(value::text ORDER BY occurred_at DESC, identifier DESC))[1] AS "lastValue",
-          max(occurred_at) AS "lastAt",
-          (array_agg(identifier ORDER BY occurred_at DESC, identifier DESC))[1] AS "lastIdentifier",
           ${input.distinct ? sql`array_agg(DISTINCT unique_value) FILTER (WHERE unique_value IS NOT NULL)` : sql`NULL::text[]`} AS uniques
         FROM ${sql(USAGE_RECORDS)}
-        WHERE subscription_id = ${input.subscriptionId} AND meter = ${input.meter}
-          AND ((occurred_at >= ${input.from} AND occurred_at < ${cDate})
-            OR (occurred_at >= ${fDate} AND occurred_at < ${input.to}))
+        WHERE ${edgeRange}
         GROUP BY 1`
+      // The last record of each edge (only `last` needs it): backwards through the index, one row each.
+      const lasts = new Map<boolean, LastValue>()
+      if (input.last) {
+        for (const [late, lo, hi] of [
+          [false, input.from, cDate],
+          [true, fDate, input.to]
+        ] as const) {
+          if (lo.getTime() >= hi.getTime()) continue
+          const rows = yield* sql<LastRow>`SELECT value::text AS value, occurred_at AS "at", identifier
+            FROM ${sql(USAGE_RECORDS)}
+            WHERE subscription_id = ${input.subscriptionId} AND meter = ${input.meter}
+              AND occurred_at >= ${lo} AND occurred_at < ${hi}
+            ORDER BY occurred_at DESC, identifier DESC LIMIT 1`
+          const row = rows[0]
+          if (row !== undefined)
+            lasts.set(late, {
+              micros: microsOf(row.value),
+              at: asDate(row.at).getTime(),
+              identifier: row.identifier
+            })
+        }
+      }
       for (const e of edges) {
         out.push({
           at: asDate(e.firstAt).getTime(),
-          partial: partialOfRow(e, new Set(pgTextArray(e.uniques)))
+          partial: {
+            count: Number(e.eventCount),
+            sum: microsOf(e.sumValue),
+            max: microsOf(e.maxValue),
+            last: lasts.get(e.late) ?? null,
+            distinct: new Set(pgTextArray(e.uniques))
+          }
         })
       }
     }
