@@ -169,6 +169,12 @@ const program = Effect.gen(function* () {
   ]
   const rows: ReadonlyArray<Row> = [
     [
+      "GET /health, 16 connections",
+      { url: `${base}/health`, connections: 16 },
+      1,
+      "floor of the HTTP stack on this machine now"
+    ],
+    [
       "POST /v1/usage (1 record), 64 connections",
       {
         url: base,
@@ -227,9 +233,9 @@ const program = Effect.gen(function* () {
     ["metric", "measured (median)", "p50", "p99", "notes"],
     ...rows.map(([label, , perRequest, note]) => [
       label,
-      label.startsWith("GET")
-        ? `${fmt(median(of(label).map((m) => m.perSecond)))} req/s`
-        : `${fmt(median(of(label).map((m) => m.perSecond * perRequest)))} records/s`,
+      label.startsWith("POST")
+        ? `${fmt(median(of(label).map((m) => m.perSecond * perRequest)))} records/s`
+        : `${fmt(median(of(label).map((m) => m.perSecond)))} req/s`,
       ms(median(of(label).map((m) => m.p50Ms))),
       ms(median(of(label).map((m) => m.p99Ms))),
       note
