@@ -164,6 +164,8 @@ export class UsageApi extends HttpApiGroup.make("usage")
     HttpApiEndpoint.post("record", "/v1/usage")
       .setPayload(UsageRecordInput)
       .addSuccess(UsageRecordObject, { status: 201 })
+      // Answered by the handler itself (with `Idempotent-Replayed: true`): the identifier's original record.
+      .addSuccess(UsageRecordObject.annotations({ identifier: "UsageRecordReplayed" }), { status: 200 })
       .addError(NotFound)
       .addError(Conflict)
       .pipe(scoped("write:usage"))
