@@ -176,86 +176,89 @@ const caseArb = fc.record({
 })
 
 layer(IdentityHttp, { excludeTestServices: true, timeout: 300_000 })("aggregations over the stack", (it) => {
-  it.effect("every summary and bucket equals the reference model's recomputation from the raw records", () =>
-    Effect.gen(function* () {
-      const token = yield* adminToken
-      const runtime = yield* Effect.runtime<SqlClient.SqlClient | HttpClient.HttpClient>()
-      const now = Date.now()
-      const base = Math.floor(now / DAY) * DAY - 4 * DAY
-      const runCase = (c: typeof caseArb extends fc.Arbitrary<infer T> ? T : never) =>
-        Effect.gen(function* () {
-          const meter = uniqueMeter("prop")
-          const sub = yield* subscriptionReadModelFixture({
-            usage: sumPrice(meter, {
-              aggregation: c.aggregation,
-              uniqueKey: c.aggregation === "unique_count" ? "user" : null
-            }),
-            periodStart: new Date(base - DAY),
-            periodEnd: new Date(base + 10 * DAY)
-          })
-          const points: Array<UsagePoint> = c.records.map((r, i) => ({
-            micros: microsOfValue(r.value),
-            at: base + r.offset,
-            // Ties in time are broken by identifier: make them differ in more than the index's order.
-            identifier: `id-${(i * 7919) % 1000}-${i}`,
-            uniqueValue: r.unique
-          }))
-          if (points.length > 0) {
-            const posted = yield* call("POST", "/v1/usage/batch", {
-              token,
-              json: {
-                records: c.records.map((r, i) => ({
-                  subscriptionId: sub.id,
-                  meter,
-                  identifier: points[i]?.identifier,
-                  value: r.value,
-                  timestamp: new Date(base + r.offset).toISOString(),
-                  properties: r.unique === null ? { other: 1 } : { user: r.unique }
-                }))
-              }
+  it.effect(
+    "every summary and bucket equals the reference model's recomputation from the raw records",
+    () =>
+      Effect.gen(function* () {
+        const token = yield* adminToken
+        const runtime = yield* Effect.runtime<SqlClient.SqlClient | HttpClient.HttpClient>()
+        const now = Date.now()
+        const base = Math.floor(now / DAY) * DAY - 4 * DAY
+        const runCase = (c: typeof caseArb extends fc.Arbitrary<infer T> ? T : never) =>
+          Effect.gen(function* () {
+            const meter = uniqueMeter("prop")
+            const sub = yield* subscriptionReadModelFixture({
+              usage: sumPrice(meter, {
+                aggregation: c.aggregation,
+                uniqueKey: c.aggregation === "unique_count" ? "user" : null
+              }),
+              periodStart: new Date(base - DAY),
+              periodEnd: new Date(base + 10 * DAY)
             })
-            expect(posted.body?.created, posted.text).toBe(points.length)
-          }
-          // The whole window (edges inside the first and last hour), then the drawn ranges.
-          const window = { a: 1234, b: 3 * DAY - 1001, groupBy: c.ranges[0]?.groupBy }
-          for (const range of [window, ...c.ranges, ...(c.aggregation === "last" ? TIE_RANGES : [])]) {
-            const from = base + Math.min(range.a, range.b)
-            const to = base + Math.max(range.a, range.b) + 1
-            const params: Record<string, string> = {
-              subscriptionId: sub.id,
-              from: new Date(from).toISOString(),
-              to: new Date(to).toISOString()
+            const points: Array<UsagePoint> = c.records.map((r, i) => ({
+              micros: microsOfValue(r.value),
+              at: base + r.offset,
+              // Ties in time are broken by identifier: make them differ in more than the index's order.
+              identifier: `id-${(i * 7919) % 1000}-${i}`,
+              uniqueValue: r.unique
+            }))
+            if (points.length > 0) {
+              const posted = yield* call("POST", "/v1/usage/batch", {
+                token,
+                json: {
+                  records: c.records.map((r, i) => ({
+                    subscriptionId: sub.id,
+                    meter,
+                    identifier: points[i]?.identifier,
+                    value: r.value,
+                    timestamp: new Date(base + r.offset).toISOString(),
+                    properties: r.unique === null ? { other: 1 } : { user: r.unique }
+                  }))
+                }
+              })
+              expect(posted.body?.created, posted.text).toBe(points.length)
             }
-            if (range.groupBy !== undefined) params.groupBy = range.groupBy
-            const r = yield* getSummary(token, params)
-            expect(r.status, r.text).toBe(200)
-            const expected = aggregateReference(c.aggregation, points, from, to)
-            expect(r.body.quantity, JSON.stringify({ c, range })).toBe(numberOfMicros(expected.quantity))
-            expect(r.body.eventCount).toBe(expected.eventCount)
-            if (range.groupBy !== undefined) {
-              const unit = range.groupBy === "hour" ? HOUR : DAY
-              const buckets = []
-              for (let s = Math.floor(from / unit) * unit; s < to; s += unit) {
-                const bs = Math.max(s, from)
-                const be = Math.min(s + unit, to)
-                const b = aggregateReference(c.aggregation, points, bs, be)
-                buckets.push({
-                  start: new Date(bs).toISOString(),
-                  end: new Date(be).toISOString(),
-                  quantity: numberOfMicros(b.quantity),
-                  eventCount: b.eventCount
-                })
+            // The whole window (edges inside the first and last hour), then the drawn ranges.
+            const window = { a: 1234, b: 3 * DAY - 1001, groupBy: c.ranges[0]?.groupBy }
+            for (const range of [window, ...c.ranges, ...(c.aggregation === "last" ? TIE_RANGES : [])]) {
+              const from = base + Math.min(range.a, range.b)
+              const to = base + Math.max(range.a, range.b) + 1
+              const params: Record<string, string> = {
+                subscriptionId: sub.id,
+                from: new Date(from).toISOString(),
+                to: new Date(to).toISOString()
               }
-              expect(r.body.buckets).toEqual(buckets)
+              if (range.groupBy !== undefined) params.groupBy = range.groupBy
+              const r = yield* getSummary(token, params)
+              expect(r.status, r.text).toBe(200)
+              const expected = aggregateReference(c.aggregation, points, from, to)
+              expect(r.body.quantity, JSON.stringify({ c, range })).toBe(numberOfMicros(expected.quantity))
+              expect(r.body.eventCount).toBe(expected.eventCount)
+              if (range.groupBy !== undefined) {
+                const unit = range.groupBy === "hour" ? HOUR : DAY
+                const buckets = []
+                for (let s = Math.floor(from / unit) * unit; s < to; s += unit) {
+                  const bs = Math.max(s, from)
+                  const be = Math.min(s + unit, to)
+                  const b = aggregateReference(c.aggregation, points, bs, be)
+                  buckets.push({
+                    start: new Date(bs).toISOString(),
+                    end: new Date(be).toISOString(),
+                    quantity: numberOfMicros(b.quantity),
+                    eventCount: b.eventCount
+                  })
+                }
+                expect(r.body.buckets).toEqual(buckets)
+              }
             }
-          }
-        })
-      yield* Effect.promise(() =>
-        fc.assert(
-          fc.asyncProperty(caseArb, (c) => Runtime.runPromise(runtime)(runCase(c))),
-          { numRuns: RUNS, seed: 20_261_126, endOnFailure: true }
+          })
+        yield* Effect.promise(() =>
+          fc.assert(
+            fc.asyncProperty(caseArb, (c) => Runtime.runPromise(runtime)(runCase(c))),
+            { numRuns: RUNS, seed: 20_261_126, endOnFailure: true }
+          )
         )
-      )
-    })
+      }),
+    300_000
   )
 })
