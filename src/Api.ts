@@ -8,6 +8,7 @@ import { HttpApi, HttpApiBuilder, OpenApi } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { billingModule } from "./billing/module.js"
 import { testClocksModule } from "./billing/testClocks/module.js"
+import { usageModule } from "./billing/usage/module.js"
 import { catalogModule } from "./catalog/module.js"
 import { checkoutModule } from "./checkout/module.js"
 import { customersModule } from "./customers/module.js"
@@ -41,6 +42,7 @@ export class Api extends ApiBase.add(SystemApi)
   .addHttpApi(ordersModule.routes)
   .addHttpApi(checkoutModule.routes)
   .addHttpApi(billingModule.routes)
+  .addHttpApi(usageModule.routes)
   .addHttpApi(testClocksModule.routes)
   .annotate(OpenApi.Title, "commerce-platform")
   .annotate(OpenApi.Version, "0.1.0")
@@ -78,6 +80,7 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
     ordersModule.http,
     checkoutModule.http,
     billingModule.http,
+    usageModule.http,
     testClocksModule.http
   ])
 )

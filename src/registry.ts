@@ -5,6 +5,7 @@
  */
 import { billingModule } from "./billing/module.js"
 import { testClocksModule } from "./billing/testClocks/module.js"
+import { usageModule } from "./billing/usage/module.js"
 import { catalogModule } from "./catalog/module.js"
 import { checkoutModule } from "./checkout/module.js"
 import { customersModule } from "./customers/module.js"
@@ -34,6 +35,7 @@ export const modules = [
   ordersModule,
   checkoutModule,
   billingModule,
+  usageModule,
   testClocksModule,
   flowsModule
 ] as const

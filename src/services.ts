@@ -8,8 +8,9 @@ import type { SqlClient } from "@effect/sql"
 import { Layer } from "effect"
 import { Api } from "./Api.js"
 import { OpsStatusLive, subscriptionSpecs } from "./audit/OpsStatus.js"
-import { billingModule, ZeroUsageLedger } from "./billing/module.js"
+import { billingModule } from "./billing/module.js"
 import { testClocksModule } from "./billing/testClocks/module.js"
+import { usageModule } from "./billing/usage/module.js"
 import { catalogModule } from "./catalog/module.js"
 import { checkoutModule } from "./checkout/module.js"
 import type { AppConfig } from "./config.js"
@@ -61,6 +62,7 @@ export const ContextServicesLive = Layer.mergeAll(
   ordersModule.services,
   checkoutModule.services,
   billingModule.services,
+  usageModule.services,
   // A test clock's advance runs billing's due work (`BillingDueWork`, from billing's use cases).
   testClocksModule.services.pipe(Layer.provide(billingModule.services))
 ).pipe(
@@ -75,6 +77,7 @@ export const ContextServicesLive = Layer.mergeAll(
       ordersModule.port,
       checkoutModule.port,
       billingModule.port,
+      usageModule.port,
       testClocksModule.port
     )
   ),
@@ -89,7 +92,6 @@ export const ContextServicesLive = Layer.mergeAll(
       ordersModule.infra,
       checkoutModule.infra,
       billingModule.infra,
-      ZeroUsageLedger, // replaced by src/billing/usage on merge
       RateLimiterLive
     )
   )

@@ -8,3 +8,4 @@ export { BILLING_KINDS, EXPIRE_KIND, invoiceIdOf, RENEW_KIND, RETRY_KIND, renewa
 export * from "./contract.js"
 export * from "./events.js"
 export type { InvoiceObject, SubscriptionObject } from "./objects.js"
+export * from "./usage/index.js"

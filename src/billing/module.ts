@@ -4,10 +4,9 @@
  * handlers, and its use cases with `BillingDueWork` (what a test clock's advance runs). Its clock
  * (`BillingClock`) and usage (`UsageLedger`) come from the composition root.
  */
-import { Effect, Layer } from "effect"
+import { Layer } from "effect"
 import { BillingRoutes } from "./Api.js"
 import { BillingLive } from "./Billing.js"
-import { UsageLedger } from "./contract.js"
 import { billingEventTypes } from "./events.js"
 import { BillingHttpLive } from "./Http.js"
 import { SubscriptionsProjection } from "./projection.js"
@@ -26,13 +25,3 @@ export const billingModule = {
   /** Over the catalog and payments ports, the billing clock and the usage ledger: the use-case floor. */
   services: BillingDueWorkLive.pipe(Layer.provideMerge(BillingLive))
 } as const
-
-/**
- * TEMPORARY: usage as zero for every period, until src/billing/usage lands with the real
- * `UsageLedger` (src/services.ts wires this one; the lead swaps it on merge). Licensed prices bill
- * exactly; a metered price's usage line shows quantity 0.
- */
-export const ZeroUsageLedger = Layer.succeed(
-  UsageLedger,
-  UsageLedger.of({ periodQuantity: () => Effect.succeed({ quantity: 0, eventCount: 0 }) })
-)

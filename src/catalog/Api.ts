@@ -80,8 +80,17 @@ const UsageInput = Schema.Struct({
   meter: Text("meter", 100),
   aggregation: OneOf("aggregation", AGGREGATIONS),
   unitAmount: IntField("unitAmount", 0, MAX_AMOUNT),
-  includedUnits: Schema.optional(IntField("includedUnits", 0, MAX_QUANTITY))
-})
+  includedUnits: Schema.optional(IntField("includedUnits", 0, MAX_QUANTITY)),
+  uniqueKey: Schema.optional(Text("uniqueKey", 40))
+}).pipe(
+  Schema.filter((u) =>
+    u.aggregation === "unique_count" && u.uniqueKey === undefined
+      ? { path: ["uniqueKey"], message: "uniqueKey is required with aggregation unique_count" }
+      : u.aggregation !== "unique_count" && u.uniqueKey !== undefined
+        ? { path: ["uniqueKey"], message: "uniqueKey is only for aggregation unique_count" }
+        : undefined
+  )
+)
 
 const RecurringInput = Schema.Struct({
   interval: OneOf("interval", INTERVALS),
@@ -200,7 +209,9 @@ const Usage = Schema.Struct({
   meter: Schema.String,
   aggregation: Schema.Literal(...AGGREGATIONS),
   unitAmount: Schema.Int,
-  includedUnits: Schema.Int
+  includedUnits: Schema.Int,
+  /** unique_count only: the `properties` key whose distinct values are counted. */
+  uniqueKey: Schema.optional(Schema.String)
 })
 
 export const Price = Schema.Struct({
@@ -254,7 +265,7 @@ export const Product = Schema.Struct({
 const PRICE_RULES =
   "`price`: `amount` (integer minor units ≥ 0), `currency` (ISO 4217), `type` `one_time` (default) or " +
   "`recurring` with `recurring {interval: day|week|month|year, intervalCount ≥ 1 (at most three years), " +
-  "trialPeriodDays?, usage? {meter, aggregation: sum|count|max|last|unique_count, unitAmount, includedUnits?}}`."
+  "trialPeriodDays?, usage? {meter, aggregation: sum|count|max|last|unique_count, unitAmount, includedUnits?, uniqueKey? (required with unique_count, else not allowed)}}`."
 const INVENTORY_RULES =
   "`inventory`: `tracked` (default: true when `stockedQuantity` is given), `stockedQuantity`, " +
   "`lowStockThreshold` (default 5), `allowBackorder` (default false); `reservedQuantity` and " +

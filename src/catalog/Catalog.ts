@@ -71,7 +71,10 @@ export const priceData = (input: PriceInput): PriceData => ({
                   meter: input.recurring.usage.meter,
                   aggregation: input.recurring.usage.aggregation,
                   unitAmount: input.recurring.usage.unitAmount,
-                  includedUnits: input.recurring.usage.includedUnits ?? 0
+                  includedUnits: input.recurring.usage.includedUnits ?? 0,
+                  ...(input.recurring.usage.uniqueKey === undefined
+                    ? {}
+                    : { uniqueKey: input.recurring.usage.uniqueKey })
                 }
         }
 })

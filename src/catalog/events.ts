@@ -24,7 +24,9 @@ export const UsagePriceData = Schema.Struct({
   meter: Schema.String,
   aggregation: Schema.Literal(...AGGREGATIONS),
   unitAmount: Schema.Number,
-  includedUnits: Schema.Number
+  includedUnits: Schema.Number,
+  /** The `properties` key `unique_count` counts distinct values of (absent in older events, and for other aggregations). */
+  uniqueKey: Schema.optional(Schema.String)
 })
 
 export const RecurringData = Schema.Struct({

@@ -45,7 +45,8 @@ export const CUSTOMER_SCOPES: ReadonlyArray<string> = [
   "write:checkouts",
   "read:subscriptions",
   "write:subscriptions",
-  "read:payments"
+  "read:payments",
+  "read:usage"
 ]
 
 export const scopesOfRole = (role: Role): ReadonlyArray<string> =>

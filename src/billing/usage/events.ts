@@ -1,0 +1,39 @@
+/**
+ * Usage events: one stream per (meter, identifier) — `usage-<hash>` — holding the one
+ * `usage.recorded` event of that record. The stream is appended with "must not exist" (expected
+ * version 0), so a second record with the same identifier is the event store's own conflict: every
+ * usage record is an event in the log (auditors replay billing) and the dedup is the log's.
+ */
+import { createHash } from "node:crypto"
+import { Schema } from "effect"
+import { defineEvent, type EventOf } from "../../eventstore/EventType.js"
+
+/** A record's free-form properties (`unique_count` counts distinct `properties[uniqueKey]`). */
+export const UsageProperties = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+export type UsageProperties = typeof UsageProperties.Type
+
+export const UsageRecorded = defineEvent("usage.recorded", {
+  schema: Schema.Struct({
+    recordId: Schema.String,
+    subscriptionId: Schema.String,
+    customerId: Schema.String,
+    meter: Schema.String,
+    identifier: Schema.String,
+    /** ≥ 0, at most 6 decimals, below `MAX_VALUE`. */
+    value: Schema.Number,
+    timestamp: Schema.Date,
+    properties: UsageProperties,
+    /** properties[uniqueKey] as text when the price counts distinct values, else null. */
+    uniqueValue: Schema.NullOr(Schema.String),
+    periodStart: Schema.Date,
+    /** null: the period after the subscription's current one, whose end its renewal fixes. */
+    periodEnd: Schema.NullOr(Schema.Date)
+  })
+})
+
+export const usageEventTypes = [UsageRecorded] as const
+export type UsageEvent = EventOf<(typeof usageEventTypes)[number]>
+
+/** The stream of one (meter, identifier): a hash, so any identifier makes a valid stream id. */
+export const usageStream = (meter: string, identifier: string): string =>
+  `usage-${createHash("sha256").update(meter).update("\u0000").update(identifier).digest("hex").slice(0, 40)}`
