@@ -1,8 +1,7 @@
 /**
  * Test fixtures of the usage tests. `subscriptionReadModelFixture` writes a row of the subscription
- * READ MODEL (`billing.subscriptions`, the contract's columns) directly: until the subscriptions part
- * is merged no projection writes it. After the merge these tests create subscriptions over HTTP
- * instead (the lead rewires them).
+ * READ MODEL (`billing.subscriptions`) directly, to arrange periods and states that would otherwise
+ * take a month of renewals.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
@@ -41,8 +40,11 @@ export const sumPrice = (meter: string, overrides: Partial<UsagePrice> = {}): Us
 })
 
 /**
- * FIXTURE OF THE READ MODEL: inserts a subscription row as the subscriptions projection would
- * (default: active, current period [now − 10 days, now + 20 days), a sum meter). Answers the row.
+ * FIXTURE OF THE READ MODEL: inserts a subscription row with the columns usage reads (the
+ * contract's; `state` is a marker, not a subscription's folded state), so a test can set any period,
+ * status or closed boundary directly (default: active, current period [now − 10 days,
+ * now + 20 days), a sum meter). Answers the row. Usage against subscriptions created over HTTP, and
+ * renewals reading it, are tested end to end in test/billing/testClocks/scenario.test.ts.
  */
 export const subscriptionReadModelFixture = (fixture: SubscriptionFixture = {}) =>
   Effect.gen(function* () {
@@ -60,10 +62,12 @@ export const subscriptionReadModelFixture = (fixture: SubscriptionFixture = {}) 
       testClockId: fixture.testClockId ?? null
     }
     yield* sql`INSERT INTO billing.subscriptions (id, customer_id, product_id, status, currency,
-        current_period_start, current_period_end, usage, usage_closed_before, test_clock_id)
+        current_period_start, current_period_end, usage, usage_closed_before, test_clock_id,
+        state, created_at, updated_at, version)
       VALUES (${row.id}, ${row.customerId}, ${"prod_fixture"}, ${row.status}, ${row.currency},
         ${row.periodStart}, ${row.periodEnd}, ${row.usage === null ? null : JSON.stringify(row.usage)}::jsonb,
-        ${row.usageClosedBefore}, ${row.testClockId})`
+        ${row.usageClosedBefore}, ${row.testClockId}, ${JSON.stringify({ fixture: true })}::jsonb,
+        ${new Date(now)}, ${new Date(now)}, ${0})`
     return row
   })
 
