@@ -7,8 +7,6 @@
 import { HttpApi, HttpApiBuilder, OpenApi } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { billingModule } from "./billing/module.js"
-import { testClocksModule } from "./billing/testClocks/module.js"
-import { usageModule } from "./billing/usage/module.js"
 import { catalogModule } from "./catalog/module.js"
 import { checkoutModule } from "./checkout/module.js"
 import { customersModule } from "./customers/module.js"
@@ -42,8 +40,6 @@ export class Api extends ApiBase.add(SystemApi)
   .addHttpApi(ordersModule.routes)
   .addHttpApi(checkoutModule.routes)
   .addHttpApi(billingModule.routes)
-  .addHttpApi(usageModule.routes)
-  .addHttpApi(testClocksModule.routes)
   .annotate(OpenApi.Title, "commerce-platform")
   .annotate(OpenApi.Version, "0.1.0")
   .annotate(OpenApi.License, { name: "MIT", url: "https://opensource.org/licenses/MIT" })
@@ -79,9 +75,7 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
     paymentsModule.http,
     ordersModule.http,
     checkoutModule.http,
-    billingModule.http,
-    usageModule.http,
-    testClocksModule.http
+    billingModule.http
   ])
 )
 

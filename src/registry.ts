@@ -4,8 +4,6 @@
  * routes and layers in src/Api.ts and src/services.ts, one line each).
  */
 import { billingModule } from "./billing/module.js"
-import { testClocksModule } from "./billing/testClocks/module.js"
-import { usageModule } from "./billing/usage/module.js"
 import { catalogModule } from "./catalog/module.js"
 import { checkoutModule } from "./checkout/module.js"
 import { customersModule } from "./customers/module.js"
@@ -35,8 +33,6 @@ export const modules = [
   ordersModule,
   checkoutModule,
   billingModule,
-  usageModule,
-  testClocksModule,
   flowsModule
 ] as const
 

@@ -9,8 +9,6 @@ import { Layer } from "effect"
 import { Api } from "./Api.js"
 import { OpsStatusLive, subscriptionSpecs } from "./audit/OpsStatus.js"
 import { billingModule } from "./billing/module.js"
-import { testClocksModule } from "./billing/testClocks/module.js"
-import { usageModule } from "./billing/usage/module.js"
 import { catalogModule } from "./catalog/module.js"
 import { checkoutModule } from "./checkout/module.js"
 import type { AppConfig } from "./config.js"
@@ -61,10 +59,7 @@ export const ContextServicesLive = Layer.mergeAll(
   paymentsModule.services,
   ordersModule.services,
   checkoutModule.services,
-  billingModule.services,
-  usageModule.services,
-  // A test clock's advance runs billing's due work (`BillingDueWork`, from billing's use cases).
-  testClocksModule.services.pipe(Layer.provide(billingModule.services))
+  billingModule.services
 ).pipe(
   Layer.provideMerge(
     Layer.mergeAll(
@@ -76,9 +71,7 @@ export const ContextServicesLive = Layer.mergeAll(
       paymentsModule.port,
       ordersModule.port,
       checkoutModule.port,
-      billingModule.port,
-      usageModule.port,
-      testClocksModule.port
+      billingModule.port
     )
   ),
   Layer.provideMerge(

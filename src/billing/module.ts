@@ -1,8 +1,10 @@
 /**
- * The billing context (subscriptions and invoices), as the composition root (src/registry.ts,
- * src/Api.ts, src/services.ts) registers it: its events, projection, the renewal worker, routes and
- * handlers, and its use cases with `BillingDueWork` (what a test clock's advance runs). Its clock
- * (`BillingClock`) and usage (`UsageLedger`) come from the composition root.
+ * The billing context, as the composition root (src/registry.ts, src/Api.ts, src/services.ts)
+ * registers it: its three parts (src/billing/contract.ts) — subscriptions and invoices (this folder),
+ * usage (`usage/`) and test clocks (`testClocks/`) — with their events, projections, the renewal
+ * worker, routes and handlers. On the port floor: the usage ledger renewals read and the clock a
+ * customer lives on; on top: subscriptions' use cases with `BillingDueWork`, which a test clock's
+ * advance runs, and the usage and test clock use cases.
  */
 import { Layer } from "effect"
 import { BillingRoutes } from "./Api.js"
@@ -11,17 +13,22 @@ import { billingEventTypes } from "./events.js"
 import { BillingHttpLive } from "./Http.js"
 import { SubscriptionsProjection } from "./projection.js"
 import { BillingDueWorkLive, billingRenewals } from "./renewals.js"
+import { testClocksModule } from "./testClocks/module.js"
+import { usageModule } from "./usage/module.js"
+
+const subscriptionsServices = BillingDueWorkLive.pipe(Layer.provideMerge(BillingLive))
 
 export const billingModule = {
   name: "billing",
-  eventTypes: billingEventTypes,
-  projections: [SubscriptionsProjection],
+  eventTypes: [...billingEventTypes, ...usageModule.eventTypes, ...testClocksModule.eventTypes],
+  projections: [SubscriptionsProjection, ...usageModule.projections, ...testClocksModule.projections],
   /** Renewals and trial ends at the period end, dunning retries, expiry of unpaid creations. */
-  processors: [billingRenewals()],
-  routes: BillingRoutes,
-  http: BillingHttpLive,
-  infra: Layer.empty,
-  port: Layer.empty,
-  /** Over the catalog and payments ports, the billing clock and the usage ledger: the use-case floor. */
-  services: BillingDueWorkLive.pipe(Layer.provideMerge(BillingLive))
+  processors: [billingRenewals(), ...usageModule.processors, ...testClocksModule.processors],
+  routes: BillingRoutes.addHttpApi(usageModule.routes).addHttpApi(testClocksModule.routes),
+  http: Layer.mergeAll(BillingHttpLive, usageModule.http, testClocksModule.http),
+  infra: Layer.mergeAll(usageModule.infra, testClocksModule.infra),
+  port: Layer.mergeAll(usageModule.port, testClocksModule.port),
+  services: Layer.mergeAll(usageModule.services, testClocksModule.services).pipe(
+    Layer.provideMerge(subscriptionsServices)
+  )
 } as const

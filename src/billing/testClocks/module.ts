@@ -3,25 +3,12 @@
  * registers them: events, projection, routes and handlers; on the port floor `BillingClock`
  * (contract) and what customers ask when one is created on a clock; the use cases on top.
  */
-import { Effect, Layer } from "effect"
-import { BillingDueWork } from "../contract.js"
+import { Layer } from "effect"
 import { TestClocksRoutes } from "./Api.js"
 import { testClockEventTypes } from "./events.js"
 import { TestClocksHttpLive } from "./Http.js"
 import { TestClocksProjection } from "./projection.js"
 import { BillingClockLive, CustomerClocksLive, TestClocksLive } from "./TestClocks.js"
-
-/**
- * Until the subscriptions part provides billing's due work (`BillingDueWork`): no kinds, so an
- * advance only moves the clock's time. Replaced by src/billing (subscriptions) on merge.
- */
-export const NoBillingDueWorkYet = Layer.succeed(
-  BillingDueWork,
-  BillingDueWork.of({
-    kinds: [],
-    process: (item) => Effect.dieMessage(`no billing due work is wired to run ${item.kind}`)
-  })
-)
 
 export const testClocksModule = {
   name: "billing-test-clocks",
