@@ -289,6 +289,40 @@ layer(identityHttp({}, shifted.clock), { excludeTestServices: true, timeout: 180
       })
     )
 
+    it.effect(
+      "a first payment made outside the subscription (its intent confirmed directly) is reconciled: active",
+      () =>
+        Effect.gen(function* () {
+          const token = yield* staff
+          const shopper = yield* registeredShopper()
+          const product = yield* recurringProduct(token, {}, { amount: 2500 })
+          const sub = ok(201)(
+            yield* subscribe(token, {
+              customerId: shopper.customerId,
+              productId: product.id,
+              paymentMethod: "pm_card_visa_chargeDeclined"
+            })
+          )
+          expect(sub.status).toBe("incomplete")
+          const confirmed = ok(200)(
+            yield* call("POST", `/v1/payment-intents/${sub.latestInvoice.paymentIntentId}/confirm`, {
+              token,
+              json: { paymentMethod: "pm_card_visa" }
+            })
+          )
+          expect(confirmed.status).toBe("succeeded")
+          expect((yield* getSubscription(token, sub.id)).status).toBe("incomplete")
+          yield* advanceTo(new Date(new Date(sub.currentPeriodStart).getTime() + 120_000))
+          yield* run
+          const active = yield* getSubscription(token, sub.id)
+          expect(active).toMatchObject({ status: "active" })
+          expect(active.latestInvoice).toMatchObject({ status: "paid", paymentId: confirmed.latestPaymentId })
+          expect(yield* pendingOf(sub.id)).toEqual([
+            { kind: "billing.renew", dueAt: new Date(sub.currentPeriodEnd) }
+          ])
+        })
+    )
+
     it.effect("incomplete for 23 hours: incomplete_expired, its invoice void, its intent canceled", () =>
       Effect.gen(function* () {
         const token = yield* staff
@@ -302,7 +336,10 @@ layer(identityHttp({}, shifted.clock), { excludeTestServices: true, timeout: 180
           })
         )
         const expiresAt = new Date(new Date(sub.currentPeriodStart).getTime() + 23 * 3_600_000)
-        expect(yield* pendingOf(sub.id)).toEqual([{ kind: "billing.expire_incomplete", dueAt: expiresAt }])
+        expect(yield* pendingOf(sub.id)).toEqual([
+          { kind: "billing.retry", dueAt: new Date(new Date(sub.currentPeriodStart).getTime() + 120_000) },
+          { kind: "billing.expire_incomplete", dueAt: expiresAt }
+        ])
         yield* advanceTo(expiresAt)
         yield* run
         const expired = yield* getSubscription(token, sub.id)
