@@ -283,21 +283,29 @@ export const makeBilling = Effect.gen(function* () {
     Effect.gen(function* () {
       const invoiceId = invoiceIdOf(s.subscriptionId, input.periodStart)
       const total = input.lines.reduce((sum, l) => sum + l.amount, 0)
+      const intentOf = (paymentMethod: string | null) =>
+        payments.createIntent(
+          {
+            amount: Math.min(total, MAX_CHARGE),
+            currency: s.price.currency,
+            customerId: s.customerId,
+            captureMethod: "automatic",
+            paymentMethod,
+            metadata: { subscriptionId: s.subscriptionId, invoiceId },
+            description: `Subscription ${s.subscriptionId}, invoice ${invoiceId}`,
+            callKeyPrefix: input.callKeyPrefix
+          },
+          input.metadata
+        )
       const intent =
         total === 0
           ? null
-          : yield* payments.createIntent(
-              {
-                amount: Math.min(total, MAX_CHARGE),
-                currency: s.price.currency,
-                customerId: s.customerId,
-                captureMethod: "automatic",
-                paymentMethod: input.paymentMethod,
-                metadata: { subscriptionId: s.subscriptionId, invoiceId },
-                description: `Subscription ${s.subscriptionId}, invoice ${invoiceId}`,
-                callKeyPrefix: input.callKeyPrefix
-              },
-              input.metadata
+          : yield* intentOf(input.paymentMethod).pipe(
+              // A renewal never stalls on a payment method the processor no longer knows: the invoice
+              // is issued, and its charge fails (dunning) until a new one is given.
+              Effect.catchTag("UnknownPaymentMethod", (e) =>
+                input.billingReason === "subscription_create" ? Effect.fail(e) : intentOf(null)
+              )
             )
       const draft: InvoiceDraft = {
         subscriptionId: s.subscriptionId,

@@ -261,6 +261,44 @@ layer(identityHttp({}, shifted.clock), { excludeTestServices: true, timeout: 180
       })
     )
 
+    it.effect(
+      "a payment method the processor does not know: the renewal is issued and fails into dunning",
+      () =>
+        Effect.gen(function* () {
+          const token = yield* staff
+          const shopper = yield* registeredShopper()
+          const product = yield* recurringProduct(token, { interval: "week" })
+          const sub = ok(201)(
+            yield* subscribe(token, {
+              customerId: shopper.customerId,
+              productId: product.id,
+              paymentMethod: "pm_card_visa"
+            })
+          )
+          ok(200)(
+            yield* call("PATCH", `/v1/subscriptions/${sub.id}`, {
+              token,
+              json: { paymentMethod: "pm_unheard_of" }
+            })
+          )
+          yield* advanceTo(sub.currentPeriodEnd)
+          yield* run
+          const failed = yield* getSubscription(token, sub.id)
+          expect(failed).toMatchObject({ status: "past_due", currentPeriodStart: sub.currentPeriodEnd })
+          expect(failed.latestInvoice).toMatchObject({ status: "open", attemptCount: 1 })
+          expect(["invalid_payment_method", "payment_method_missing"]).toContain(
+            failed.latestInvoice.failureCode
+          )
+          const paid = ok(200)(
+            yield* call("PATCH", `/v1/subscriptions/${sub.id}`, {
+              token,
+              json: { paymentMethod: "pm_card_visa" }
+            })
+          )
+          expect(paid.status).toBe("active")
+        })
+    )
+
     it.effect("cancelAtPeriodEnd: canceled at the period end, no new period, nothing charged", () =>
       Effect.gen(function* () {
         const token = yield* staff
