@@ -335,9 +335,10 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
           : Either.right(schedule)
       })
     ),
-    onRetriesExhausted: Config.literal("cancel", "mark_unpaid")("BILLING_ON_RETRIES_EXHAUSTED").pipe(
-      Config.withDefault("cancel" as const)
-    )
+    onRetriesExhausted: Config.literal(
+      "cancel",
+      "mark_unpaid"
+    )("BILLING_ON_RETRIES_EXHAUSTED").pipe(Config.withDefault("cancel" as const))
   })
 }).pipe(
   // Money must never move through a processor nobody chose: production names it explicitly.
