@@ -77,7 +77,7 @@ const requestModules = (subscriptions: ReadonlyArray<string>, meter: string) =>
       writeFileSync(
         single,
         `${common}module.exports = (request) => {\n` +
-          "  request.body = JSON.stringify({ subscriptionId: pick(), meter, value: 1 + (n % 5), identifier: `s-${tag}-${n++}` })\n" +
+          '  request.body = JSON.stringify({ subscriptionId: pick(), meter, value: 1 + (n % 5), identifier: "s-" + tag + "-" + n++ })\n' +
           "  return request\n}\n"
       )
       const batch = join(dir, "batch.cjs")

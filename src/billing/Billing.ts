@@ -81,6 +81,9 @@ export const BILLING_KINDS = [RENEW_KIND, RETRY_KIND, EXPIRE_KIND] as const
 /** Stripe's and the payments context's bound on one charge: eight digits of minor units. */
 const MAX_CHARGE = 99_999_999
 
+/** A first charge is reconciled with its intent this long after creation (payments' recovery ran by then). */
+const RECONCILE_AFTER_MS = 2 * 60_000
+
 /** When a charge could not be made or its outcome is not known yet, the item runs again this much later. */
 const COLLECT_RETRY_MS = 60_000
 
@@ -211,15 +214,33 @@ export const makeBilling = Effect.gen(function* () {
           `${s.subscriptionId}:${s.currentPeriodEnd.toISOString()}`,
           { pendingOnly: true }
         )
-      if (s.status !== "incomplete" && latest?.billingReason === "subscription_create")
+      if (s.status !== "incomplete" && latest?.billingReason === "subscription_create") {
         yield* work.cancel(clockedKind(EXPIRE_KIND, s.testClockId), s.subscriptionId, { pendingOnly: true })
-      if (s.status === "incomplete")
+        yield* work.cancel(
+          clockedKind(RETRY_KIND, s.testClockId),
+          `${s.subscriptionId}:${latest.invoiceId}:reconcile`,
+          {
+            pendingOnly: true
+          }
+        )
+      }
+      if (s.status === "incomplete") {
         yield* work.schedule({
           kind: clockedKind(EXPIRE_KIND, s.testClockId),
           key: s.subscriptionId,
           dueAt: new Date(s.currentPeriodStart.getTime() + INCOMPLETE_WINDOW_MS),
           payload
         })
+        // A first charge whose outcome the creating request never recorded (it died after the
+        // processor call, or the intent was confirmed directly): reconciled once payments knows.
+        if (latest?.status === "open" && latest.billingReason === "subscription_create")
+          yield* work.schedule({
+            kind: clockedKind(RETRY_KIND, s.testClockId),
+            key: `${s.subscriptionId}:${latest.invoiceId}:reconcile`,
+            dueAt: new Date(s.currentPeriodStart.getTime() + RECONCILE_AFTER_MS),
+            payload
+          })
+      }
     })
 
   /**
@@ -262,21 +283,29 @@ export const makeBilling = Effect.gen(function* () {
     Effect.gen(function* () {
       const invoiceId = invoiceIdOf(s.subscriptionId, input.periodStart)
       const total = input.lines.reduce((sum, l) => sum + l.amount, 0)
+      const intentOf = (paymentMethod: string | null) =>
+        payments.createIntent(
+          {
+            amount: Math.min(total, MAX_CHARGE),
+            currency: s.price.currency,
+            customerId: s.customerId,
+            captureMethod: "automatic",
+            paymentMethod,
+            metadata: { subscriptionId: s.subscriptionId, invoiceId },
+            description: `Subscription ${s.subscriptionId}, invoice ${invoiceId}`,
+            callKeyPrefix: input.callKeyPrefix
+          },
+          input.metadata
+        )
       const intent =
         total === 0
           ? null
-          : yield* payments.createIntent(
-              {
-                amount: Math.min(total, MAX_CHARGE),
-                currency: s.price.currency,
-                customerId: s.customerId,
-                captureMethod: "automatic",
-                paymentMethod: input.paymentMethod,
-                metadata: { subscriptionId: s.subscriptionId, invoiceId },
-                description: `Subscription ${s.subscriptionId}, invoice ${invoiceId}`,
-                callKeyPrefix: input.callKeyPrefix
-              },
-              input.metadata
+          : yield* intentOf(input.paymentMethod).pipe(
+              // A renewal never stalls on a payment method the processor no longer knows: the invoice
+              // is issued, and its charge fails (dunning) until a new one is given.
+              Effect.catchTag("UnknownPaymentMethod", (e) =>
+                input.billingReason === "subscription_create" ? Effect.fail(e) : intentOf(null)
+              )
             )
       const draft: InvoiceDraft = {
         subscriptionId: s.subscriptionId,
@@ -576,13 +605,37 @@ export const makeBilling = Effect.gen(function* () {
       return DueOutcome.done()
     })
 
-  /** `billing.retry`: the next dunning attempt of a past_due subscription's open invoice, when due. */
+  /**
+   * An open invoice whose intent succeeded without the outcome being recorded here (a request that
+   * died after the processor call, an intent confirmed directly): recorded paid, no charge made.
+   * Answers whether it was.
+   */
+  const reconcile = (subscriptionId: string, invoice: InvoiceState | undefined, metadata: EventMetadata) =>
+    Effect.gen(function* () {
+      if (invoice === undefined || invoice.status !== "open" || invoice.paymentIntentId === null) return false
+      const intent = yield* payments.find(invoice.paymentIntentId)
+      if (Option.isNone(intent) || intent.value.status !== "succeeded") return false
+      yield* record(
+        subscriptionId,
+        invoice.invoiceId,
+        { _tag: "Paid", paymentId: intent.value.latestPaymentId },
+        false,
+        metadata
+      )
+      return true
+    })
+
+  /**
+   * `billing.retry`: an open invoice paid meanwhile is recorded (reconcile); otherwise the next
+   * dunning attempt of a past_due subscription's open invoice, when due.
+   */
   const retry = (subscriptionId: string, metadata: EventMetadata = SYSTEM) =>
     Effect.gen(function* () {
       const state = yield* load(subscriptionId)
       const latest = latestInvoiceOf(state)
-      if (!state.exists || state.status !== "past_due" || latest === undefined || latest.status !== "open")
-        return DueOutcome.done()
+      if (!state.exists || latest === undefined || latest.status !== "open") return DueOutcome.done()
+      if (yield* reconcile(subscriptionId, latest, metadata)) return DueOutcome.done()
+      if (state.status !== "past_due") return DueOutcome.done()
       const now = yield* nowOf(state)
       if (latest.nextPaymentAttempt === null) return DueOutcome.done()
       if (now.getTime() < latest.nextPaymentAttempt.getTime())
@@ -596,6 +649,13 @@ export const makeBilling = Effect.gen(function* () {
   /** `billing.expire_incomplete`: 23 h after creation an unpaid first invoice ends the subscription. */
   const expire = (subscriptionId: string, metadata: EventMetadata = SYSTEM) =>
     Effect.gen(function* () {
+      // Paid after all (its outcome unrecorded): active, not expired.
+      const current = yield* load(subscriptionId)
+      if (
+        current.status === "incomplete" &&
+        (yield* reconcile(subscriptionId, latestInvoiceOf(current), metadata))
+      )
+        return DueOutcome.done()
       const expired = yield* locked(subscriptionId, (state) =>
         Effect.gen(function* () {
           const now = yield* nowOf(state)
@@ -611,12 +671,42 @@ export const makeBilling = Effect.gen(function* () {
       const first = before.invoices.find((i) => i.billingReason === "subscription_create")
       if (first?.paymentIntentId != null)
         yield* payments.cancel(first.paymentIntentId, "abandoned", metadata).pipe(
+          Effect.asVoid,
           Effect.catchTags({
-            UnexpectedState: () => Effect.void,
+            // Paid in the meantime (after the last look): the money goes back, the subscription is over.
+            UnexpectedState: () => refundLate(subscriptionId, first.paymentIntentId, metadata),
             PaymentIntentNotFound: () => Effect.void
           })
         )
       return DueOutcome.done()
+    })
+
+  /** The payment of an intent that succeeded after its subscription expired, refunded (one refund, by key). */
+  const refundLate = (subscriptionId: string, paymentIntentId: string | null, metadata: EventMetadata) =>
+    Effect.gen(function* () {
+      if (paymentIntentId === null) return
+      const intent = yield* payments.find(paymentIntentId)
+      if (
+        Option.isNone(intent) ||
+        intent.value.status !== "succeeded" ||
+        intent.value.latestPaymentId === null
+      )
+        return
+      yield* payments
+        .refund(
+          intent.value.latestPaymentId,
+          { amount: null, reason: "duplicate", key: `subscription:${subscriptionId}:expired` },
+          metadata
+        )
+        .pipe(
+          Effect.asVoid,
+          Effect.catchTags({
+            PaymentNotFound: () => Effect.void,
+            ChargeNotRefundable: () => Effect.void,
+            ChargeAlreadyRefunded: () => Effect.void,
+            AmountTooLarge: () => Effect.void
+          })
+        )
     })
 
   /** One due item (a real-time worker's or a test clock's): its handler, by base kind. */

@@ -261,6 +261,44 @@ layer(identityHttp({}, shifted.clock), { excludeTestServices: true, timeout: 180
       })
     )
 
+    it.effect(
+      "a payment method the processor does not know: the renewal is issued and fails into dunning",
+      () =>
+        Effect.gen(function* () {
+          const token = yield* staff
+          const shopper = yield* registeredShopper()
+          const product = yield* recurringProduct(token, { interval: "week" })
+          const sub = ok(201)(
+            yield* subscribe(token, {
+              customerId: shopper.customerId,
+              productId: product.id,
+              paymentMethod: "pm_card_visa"
+            })
+          )
+          ok(200)(
+            yield* call("PATCH", `/v1/subscriptions/${sub.id}`, {
+              token,
+              json: { paymentMethod: "pm_unheard_of" }
+            })
+          )
+          yield* advanceTo(sub.currentPeriodEnd)
+          yield* run
+          const failed = yield* getSubscription(token, sub.id)
+          expect(failed).toMatchObject({ status: "past_due", currentPeriodStart: sub.currentPeriodEnd })
+          expect(failed.latestInvoice).toMatchObject({ status: "open", attemptCount: 1 })
+          expect(["invalid_payment_method", "payment_method_missing"]).toContain(
+            failed.latestInvoice.failureCode
+          )
+          const paid = ok(200)(
+            yield* call("PATCH", `/v1/subscriptions/${sub.id}`, {
+              token,
+              json: { paymentMethod: "pm_card_visa" }
+            })
+          )
+          expect(paid.status).toBe("active")
+        })
+    )
+
     it.effect("cancelAtPeriodEnd: canceled at the period end, no new period, nothing charged", () =>
       Effect.gen(function* () {
         const token = yield* staff
@@ -289,6 +327,40 @@ layer(identityHttp({}, shifted.clock), { excludeTestServices: true, timeout: 180
       })
     )
 
+    it.effect(
+      "a first payment made outside the subscription (its intent confirmed directly) is reconciled: active",
+      () =>
+        Effect.gen(function* () {
+          const token = yield* staff
+          const shopper = yield* registeredShopper()
+          const product = yield* recurringProduct(token, {}, { amount: 2500 })
+          const sub = ok(201)(
+            yield* subscribe(token, {
+              customerId: shopper.customerId,
+              productId: product.id,
+              paymentMethod: "pm_card_visa_chargeDeclined"
+            })
+          )
+          expect(sub.status).toBe("incomplete")
+          const confirmed = ok(200)(
+            yield* call("POST", `/v1/payment-intents/${sub.latestInvoice.paymentIntentId}/confirm`, {
+              token,
+              json: { paymentMethod: "pm_card_visa" }
+            })
+          )
+          expect(confirmed.status).toBe("succeeded")
+          expect((yield* getSubscription(token, sub.id)).status).toBe("incomplete")
+          yield* advanceTo(new Date(new Date(sub.currentPeriodStart).getTime() + 120_000))
+          yield* run
+          const active = yield* getSubscription(token, sub.id)
+          expect(active).toMatchObject({ status: "active" })
+          expect(active.latestInvoice).toMatchObject({ status: "paid", paymentId: confirmed.latestPaymentId })
+          expect(yield* pendingOf(sub.id)).toEqual([
+            { kind: "billing.renew", dueAt: new Date(sub.currentPeriodEnd) }
+          ])
+        })
+    )
+
     it.effect("incomplete for 23 hours: incomplete_expired, its invoice void, its intent canceled", () =>
       Effect.gen(function* () {
         const token = yield* staff
@@ -302,7 +374,10 @@ layer(identityHttp({}, shifted.clock), { excludeTestServices: true, timeout: 180
           })
         )
         const expiresAt = new Date(new Date(sub.currentPeriodStart).getTime() + 23 * 3_600_000)
-        expect(yield* pendingOf(sub.id)).toEqual([{ kind: "billing.expire_incomplete", dueAt: expiresAt }])
+        expect(yield* pendingOf(sub.id)).toEqual([
+          { kind: "billing.retry", dueAt: new Date(new Date(sub.currentPeriodStart).getTime() + 120_000) },
+          { kind: "billing.expire_incomplete", dueAt: expiresAt }
+        ])
         yield* advanceTo(expiresAt)
         yield* run
         const expired = yield* getSubscription(token, sub.id)
