@@ -8,8 +8,8 @@
  * DATABASE_URL, on embedded PGlite in memory. Then:
  *
  *   1. fixture: 64 metered subscriptions written straight into the subscription READ MODEL
- *      (`billing.subscriptions`, the contract's columns) — until the subscriptions part is merged no
- *      projection writes it; after the merge they are created over HTTP;
+ *      (`billing.subscriptions`; `state` is a marker): usage only reads the row, and a period that
+ *      already holds a million records is set up without a month of renewals;
  *   2. seed: `--records` usage records (default 1,000,000) into ONE subscription's current period,
  *      through the usage use case (batches of 1,000, 4 at a time: the real write path, events, rollups);
  *   3. `--rounds` interleaved rounds (default 3) of `--duration` seconds (default 10) after a 2 s warm-up:
@@ -116,10 +116,11 @@ const program = Effect.gen(function* () {
     const id = yield* Ids.make("sub")
     const customer = yield* Ids.make("cus")
     yield* sql`INSERT INTO billing.subscriptions (id, customer_id, product_id, status, currency,
-        current_period_start, current_period_end, usage, usage_closed_before, test_clock_id)
+        current_period_start, current_period_end, usage, usage_closed_before, test_clock_id,
+        state, created_at, updated_at, version)
       VALUES (${id}, ${customer}, 'prod_bench', 'active', 'USD', ${periodStart}, ${periodEnd},
         ${JSON.stringify({ meter, aggregation: "sum", unitAmount: 2, includedUnits: 1000, uniqueKey: null })}::jsonb,
-        NULL, NULL)`
+        NULL, NULL, ${JSON.stringify({ fixture: true })}::jsonb, ${periodStart}, ${periodStart}, 0)`
     subscriptions.push(id)
   }
   const seeded = subscriptions.pop() ?? ""
