@@ -12,7 +12,14 @@ import { expect } from "vitest"
 import { SubscriptionsProjection } from "../../src/billing/projection.js"
 import { rebuildProjection } from "../../src/processors/Rebuild.js"
 import { isWebhookEventType } from "../../src/webhooks/catalogue.js"
-import { getSubscription, ok, recurringProduct, runDue, subscribe } from "../support/billing.js"
+import {
+  getSubscription,
+  ok,
+  recurringProduct,
+  runDue,
+  subscribe,
+  subscribedShopper
+} from "../support/billing.js"
 import { makeShiftedClock } from "../support/clock.js"
 import { registeredShopper } from "../support/customers.js"
 import { rowsOf } from "../support/database.js"
@@ -52,14 +59,10 @@ layer(notificationsHttp({ clock: shifted.clock }), { excludeTestServices: true, 
     it.effect("created, renewed, payment failed, cancelled: mails and public events", () =>
       Effect.gen(function* () {
         const token = yield* staff
-        const shopper = yield* registeredShopper()
-        const product = yield* recurringProduct(token, { interval: "week" }, { amount: 1500 })
-        const sub = ok(201)(
-          yield* subscribe(token, {
-            customerId: shopper.customerId,
-            productId: product.id,
-            paymentMethod: "pm_card_visa"
-          })
+        const { shopper, product, sub } = yield* subscribedShopper(
+          token,
+          { interval: "week" },
+          { amount: 1500 }
         )
         const plan = product.name
         expect(yield* subjectsTo(shopper.email, 1)).toEqual([`Your subscription to ${plan} has started`])

@@ -19,7 +19,8 @@ import {
   pendingOf,
   recurringProduct,
   runDue,
-  subscribe
+  subscribe,
+  subscribedShopper
 } from "../support/billing.js"
 import { makeShiftedClock } from "../support/clock.js"
 import { registeredShopper } from "../support/customers.js"
@@ -113,15 +114,7 @@ layer(identityHttp({}, shifted.clock), { excludeTestServices: true, timeout: 180
     it.effect("renewals to the second, each period from the anchor (Jan 31 style clamping holds)", () =>
       Effect.gen(function* () {
         const token = yield* staff
-        const shopper = yield* registeredShopper()
-        const product = yield* recurringProduct(token, {}, { amount: 700 })
-        const sub = ok(201)(
-          yield* subscribe(token, {
-            customerId: shopper.customerId,
-            productId: product.id,
-            paymentMethod: "pm_card_visa"
-          })
-        )
+        const { sub } = yield* subscribedShopper(token, {}, { amount: 700 })
         const anchor = new Date(sub.billingCycleAnchor)
         for (const n of [1, 2]) {
           const start = addMonths(anchor, n)
@@ -151,15 +144,7 @@ layer(identityHttp({}, shifted.clock), { excludeTestServices: true, timeout: 180
     it.effect("a failed renewal: past_due, retries at +1d, +3d, +7d, +14d, then canceled", () =>
       Effect.gen(function* () {
         const token = yield* staff
-        const shopper = yield* registeredShopper()
-        const product = yield* recurringProduct(token, { interval: "week" }, { amount: 500 })
-        const sub = ok(201)(
-          yield* subscribe(token, {
-            customerId: shopper.customerId,
-            productId: product.id,
-            paymentMethod: "pm_card_visa"
-          })
-        )
+        const { sub } = yield* subscribedShopper(token, { interval: "week" }, { amount: 500 })
         // The card on file starts declining (active: nothing is retried now).
         ok(200)(
           yield* call("PATCH", `/v1/subscriptions/${sub.id}`, {
@@ -213,15 +198,7 @@ layer(identityHttp({}, shifted.clock), { excludeTestServices: true, timeout: 180
     it.effect("a new payment method while past_due pays at once: active, the retries do nothing more", () =>
       Effect.gen(function* () {
         const token = yield* staff
-        const shopper = yield* registeredShopper()
-        const product = yield* recurringProduct(token, { interval: "week" }, { amount: 800 })
-        const sub = ok(201)(
-          yield* subscribe(token, {
-            customerId: shopper.customerId,
-            productId: product.id,
-            paymentMethod: "pm_card_visa"
-          })
-        )
+        const { sub } = yield* subscribedShopper(token, { interval: "week" }, { amount: 800 })
         ok(200)(
           yield* call("PATCH", `/v1/subscriptions/${sub.id}`, {
             token,
@@ -266,15 +243,7 @@ layer(identityHttp({}, shifted.clock), { excludeTestServices: true, timeout: 180
       () =>
         Effect.gen(function* () {
           const token = yield* staff
-          const shopper = yield* registeredShopper()
-          const product = yield* recurringProduct(token, { interval: "week" })
-          const sub = ok(201)(
-            yield* subscribe(token, {
-              customerId: shopper.customerId,
-              productId: product.id,
-              paymentMethod: "pm_card_visa"
-            })
-          )
+          const { sub } = yield* subscribedShopper(token, { interval: "week" })
           ok(200)(
             yield* call("PATCH", `/v1/subscriptions/${sub.id}`, {
               token,
@@ -302,15 +271,10 @@ layer(identityHttp({}, shifted.clock), { excludeTestServices: true, timeout: 180
     it.effect("cancelAtPeriodEnd: canceled at the period end, no new period, nothing charged", () =>
       Effect.gen(function* () {
         const token = yield* staff
-        const shopper = yield* registeredShopper()
-        const product = yield* recurringProduct(token, { interval: "day", intervalCount: 2 })
-        const sub = ok(201)(
-          yield* subscribe(token, {
-            customerId: shopper.customerId,
-            productId: product.id,
-            paymentMethod: "pm_card_visa"
-          })
-        )
+        const { sub } = yield* subscribedShopper(token, {
+          interval: "day",
+          intervalCount: 2
+        })
         ok(200)(
           yield* call("PATCH", `/v1/subscriptions/${sub.id}`, { token, json: { cancelAtPeriodEnd: true } })
         )
@@ -412,15 +376,7 @@ layer(
   it.effect("retries at +1h and +2h (BILLING_RETRY_SCHEDULE), then unpaid: no renewals until paid", () =>
     Effect.gen(function* () {
       const token = yield* unpaid.staff
-      const shopper = yield* registeredShopper()
-      const product = yield* recurringProduct(token, { interval: "day" }, { amount: 300 })
-      const sub = ok(201)(
-        yield* subscribe(token, {
-          customerId: shopper.customerId,
-          productId: product.id,
-          paymentMethod: "pm_card_visa"
-        })
-      )
+      const { sub } = yield* subscribedShopper(token, { interval: "day" }, { amount: 300 })
       ok(200)(
         yield* call("PATCH", `/v1/subscriptions/${sub.id}`, {
           token,

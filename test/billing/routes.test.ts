@@ -16,7 +16,8 @@ import {
   invoicesOf,
   ok,
   recurringProduct,
-  subscribe
+  subscribe,
+  subscribedShopper
 } from "../support/billing.js"
 import { createProduct } from "../support/catalog.js"
 import { registeredShopper } from "../support/customers.js"
@@ -254,14 +255,10 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("subscripti
   it.effect("DELETE now: canceled; ?prorate=true refunds the unused part; again → 200 unchanged", () =>
     Effect.gen(function* () {
       const token = yield* staffToken
-      const shopper = yield* registeredShopper()
-      const product = yield* recurringProduct(token, { interval: "day", intervalCount: 30 }, { amount: 3000 })
-      const sub = ok(201)(
-        yield* subscribe(token, {
-          customerId: shopper.customerId,
-          productId: product.id,
-          paymentMethod: "pm_card_visa"
-        })
+      const { sub } = yield* subscribedShopper(
+        token,
+        { interval: "day", intervalCount: 30 },
+        { amount: 3000 }
       )
       const canceled = ok(200)(yield* call("DELETE", `/v1/subscriptions/${sub.id}?prorate=true`, { token }))
       expect(canceled).toMatchObject({ status: "canceled", cancellationReason: "admin" })

@@ -10,6 +10,7 @@ import { BILLING_KINDS, BillingDueWork } from "../../src/billing/index.js"
 import { PaymentProcessor } from "../../src/payments/processor.js"
 import { type DueItem, DueWork } from "../../src/processors/DueWork.js"
 import { createProduct } from "./catalog.js"
+import { registeredShopper } from "./customers.js"
 import { call, type Reply } from "./identity.js"
 
 // biome-ignore lint/suspicious/noExplicitAny: reply bodies are inspected field by field
@@ -102,3 +103,25 @@ export const callsOf = (prefix: string) =>
   Effect.flatMap(PaymentProcessor, (processor) =>
     processor.ledger._tag === "None" ? Effect.succeed([]) : processor.ledger.value.calls(prefix)
   )
+
+/**
+ * A registered shopper subscribed (card `pm_card_visa`, paid at once: `active`) to a new recurring
+ * product with `recurring` and `price`; answers the three.
+ */
+export const subscribedShopper = (
+  token: string,
+  recurring: Parameters<typeof recurringProduct>[1],
+  price?: Parameters<typeof recurringProduct>[2]
+) =>
+  Effect.gen(function* () {
+    const shopper = yield* registeredShopper()
+    const product = yield* recurringProduct(token, recurring, price)
+    const sub = ok(201)(
+      yield* subscribe(token, {
+        customerId: shopper.customerId,
+        productId: product.id,
+        paymentMethod: "pm_card_visa"
+      })
+    )
+    return { shopper, product, sub }
+  })
