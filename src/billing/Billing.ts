@@ -118,7 +118,7 @@ const usagePriceOf = (product: ProductView): PriceSnapshot["usage"] => {
         aggregation: usage.aggregation,
         unitAmount: usage.unitAmount,
         includedUnits: usage.includedUnits,
-        uniqueKey: null
+        uniqueKey: usage.uniqueKey ?? null
       }
 }
 
@@ -330,7 +330,7 @@ export const makeBilling = Effect.gen(function* () {
       if (usage === null || end.getTime() <= start.getTime()) return null
       const { quantity } = yield* ledger.periodQuantity({
         subscriptionId: s.subscriptionId,
-        usage: { ...usage, uniqueKey: usage.uniqueKey },
+        usage,
         periodStart: start,
         periodEnd: end
       })

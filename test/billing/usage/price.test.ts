@@ -1,12 +1,13 @@
 /**
  * The catalog's usage price names the property `unique_count` counts (`uniqueKey`, issue #21 item 3):
- * required with `unique_count`, refused with any other aggregation, shown on the product.
+ * required with `unique_count`, refused with any other aggregation, shown on the product, and
+ * snapshotted by a subscription, whose summary counts the distinct values.
  */
 import { layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { expect } from "vitest"
 import { unique } from "../../support/catalog.js"
-import { adminToken } from "../../support/customers.js"
+import { adminToken, registeredShopper } from "../../support/customers.js"
 import { call, expectError, IdentityHttp } from "../../support/identity.js"
 
 const product = (usage: Record<string, unknown>) => ({
@@ -41,6 +42,28 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("usage pric
         includedUnits: 0,
         uniqueKey: "user"
       })
+      // A subscription snapshots the key: its summary counts distinct properties[uniqueKey].
+      const shopper = yield* registeredShopper()
+      const sub = yield* call("POST", "/v1/subscriptions", {
+        token,
+        json: { customerId: shopper.customerId, productId: ok.body.id, paymentMethod: "pm_card_visa" }
+      })
+      expect(sub.status, sub.text).toBe(201)
+      for (const [i, user] of ["ada", "bob", "ada", "cy"].entries()) {
+        const recorded = yield* call("POST", "/v1/usage", {
+          token,
+          json: {
+            subscriptionId: sub.body.id,
+            meter: "seats",
+            identifier: `seat-${sub.body.id}-${i}`,
+            properties: { user }
+          }
+        })
+        expect(recorded.status, recorded.text).toBe(201)
+      }
+      const summary = yield* call("GET", `/v1/usage?subscriptionId=${sub.body.id}`, { token })
+      expect(summary.status, summary.text).toBe(200)
+      expect(summary.body).toMatchObject({ aggregation: "unique_count", quantity: 3, eventCount: 4 })
       const sum = yield* call("POST", "/v1/products", {
         token,
         json: product({ meter: "calls", aggregation: "sum", unitAmount: 5 })
