@@ -286,7 +286,9 @@ export const makeBilling = Effect.gen(function* () {
       const intentOf = (paymentMethod: string | null) =>
         payments.createIntent(
           {
-            amount: Math.min(total, MAX_CHARGE),
+            // The whole total, never a capped part of it: an invoice is paid in full or not at all
+            // (a processor that refuses the amount fails the charge, and dunning shows it).
+            amount: total,
             currency: s.price.currency,
             customerId: s.customerId,
             captureMethod: "automatic",
