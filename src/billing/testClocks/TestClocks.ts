@@ -46,6 +46,9 @@ export const STALL_AFTER = Duration.minutes(2)
 /** The lease of an item an advance claims (in the clock's time; no real-time worker claims these kinds). */
 const ITEM_LEASE = Duration.minutes(5)
 
+/** How often one item may ask to run again within one advance before the advance gives up on it. */
+const MAX_RERUNS = 20
+
 /** Items claimed per statement when a deleted clock's pending work is cancelled. */
 const CANCEL_BATCH = 500
 
@@ -240,6 +243,9 @@ export const makeTestClocksWith = (options: TestClocksOptions = {}) =>
         const owner = `test-clock:${clockId}`
         let reached = from
         let count = 0
+        // Runs of one item that asked to run again: a handler that keeps failing stops the advance
+        // (a 500) instead of re-running the same item, a second later each time, up to the limit.
+        const reruns = new Map<string, number>()
         while (true) {
           // Under the target's time: exactly the items due up to it are claimable (the earliest first).
           const [item] = yield* work
@@ -257,8 +263,16 @@ export const makeTestClocksWith = (options: TestClocksOptions = {}) =>
             yield* work.release(item)
             return stopped("TakenOver", reached)
           }
-          yield* runItem(dueWork, item, at)
+          const outcome = yield* runItem(dueWork, item, at)
           reached = at
+          if (outcome === "Retry") {
+            const n = (reruns.get(item.id) ?? 0) + 1
+            if (n > MAX_RERUNS)
+              return yield* Effect.dieMessage(
+                `due item ${item.kind} ${item.key} asked to run again ${n} times in one advance: ${item.lastError ?? "no error recorded"}`
+              )
+            reruns.set(item.id, n)
+          }
         }
       })
 
@@ -270,11 +284,16 @@ export const makeTestClocksWith = (options: TestClocksOptions = {}) =>
         Effect.withSpan("test_clock.run_item", { attributes: { "due.kind": item.kind, "due.id": item.id } })
       )
 
-    const finish = (clockId: string, frozenTime: Date, metadata: EventMetadata) =>
+    /**
+     * Records the advance started at `version` finished at `frozenTime` — only while it is still the
+     * clock's (none: another advance took it over, which finishes it itself).
+     */
+    const finish = (clockId: string, version: number, frozenTime: Date, metadata: EventMetadata) =>
       runner.transact(
         Effect.gen(function* () {
-          yield* lockClock(sql, clockId)
-          return yield* execute(clockId, { _tag: "FinishAdvance", frozenTime }, metadata)
+          const row = yield* lockClock(sql, clockId)
+          if (Option.isNone(row) || row.value.version !== version) return Option.none()
+          return Option.some(yield* execute(clockId, { _tag: "FinishAdvance", frozenTime }, metadata))
         })
       )
 
@@ -323,7 +342,7 @@ export const makeTestClocksWith = (options: TestClocksOptions = {}) =>
                 frozenTimeOf(sql, clockId),
                 Option.getOrElse(() => started.from)
               )
-              yield* Effect.ignoreLogged(finish(clockId, reached, metadata))
+              yield* Effect.ignoreLogged(finish(clockId, started.version, reached, metadata))
               return yield* Effect.failCause(ran.cause)
             }
             const { stop, reached } = ran.value
@@ -331,7 +350,7 @@ export const makeTestClocksWith = (options: TestClocksOptions = {}) =>
               case "TakenOver":
                 return yield* Effect.fail(advancing)
               case "Limit":
-                yield* finish(clockId, reached, metadata)
+                yield* finish(clockId, started.version, reached, metadata)
                 return yield* Effect.fail(
                   Conflict.of({
                     code: "test_clock_advance_limit",
@@ -341,8 +360,9 @@ export const makeTestClocksWith = (options: TestClocksOptions = {}) =>
                   })
                 )
               case "Done": {
-                const result = yield* finish(clockId, target, metadata)
-                return objectOfState(result.state)
+                const result = yield* finish(clockId, started.version, target, metadata)
+                if (Option.isNone(result)) return yield* Effect.fail(advancing)
+                return objectOfState(result.value.state)
               }
             }
           })
