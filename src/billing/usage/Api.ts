@@ -14,11 +14,13 @@ import { Authentication } from "../../http/Auth.js"
 import { scoped } from "../../http/Endpoints.js"
 import { Conflict, ErrorDetail, NotFound } from "../../http/errors.js"
 import { Instant, Text } from "../../http/Fields.js"
-import { Metadata, MetadataInput } from "../../kernel/Metadata.js"
+import { Metadata, MetadataInput, metadataProblem } from "../../kernel/Metadata.js"
 import { AGGREGATIONS, hasAtMostSixDecimals, MAX_VALUE } from "./decider.js"
 
 export const MAX_BATCH = 1000
 export const MAX_IDENTIFIER = 255
+/** A property value, as JSON text (what unique_count stores and indexes). */
+export const MAX_PROPERTY_VALUE = 500
 
 const Value = Schema.Number.annotations({ message: () => "value must be a number" })
   .pipe(
@@ -53,7 +55,20 @@ export const UsageRecordInput = Schema.Struct({
   value: Schema.optional(Value),
   timestamp: Schema.optional(Instant("timestamp")),
   identifier: Identifier,
-  properties: Schema.optional(MetadataInput)
+  // Bounded as metadata is (keys, key and value lengths, bytes): a value unique_count counts is
+  // stored and indexed, so an unbounded one would fail in the database instead of answering 400.
+  properties: Schema.optional(
+    MetadataInput.pipe(
+      Schema.filter((p) => {
+        const problem = metadataProblem(p)
+        if (problem !== undefined) return problem.replace(/^metadata/, "properties")
+        const long = Object.keys(p).find((k) => [...JSON.stringify(p[k] ?? null)].length > MAX_PROPERTY_VALUE)
+        return long === undefined
+          ? undefined
+          : `properties values must be at most ${MAX_PROPERTY_VALUE} characters as JSON (${JSON.stringify(long)})`
+      })
+    )
+  )
 }).pipe(
   Schema.filter((r) =>
     (r.subscriptionId === undefined) === (r.customerId === undefined)

@@ -164,7 +164,14 @@ layer(IdentityHttp, OPTIONS)("usage over HTTP", (it) => {
           ],
           [{ meter, identifier: "bad" }, "parameter_invalid", "subscriptionId"],
           [{ ...base, customerId: sub.customerId }, "parameter_invalid", "subscriptionId"],
-          [{ ...base, properties: "x" }, "parameter_invalid", "properties"]
+          [{ ...base, properties: "x" }, "parameter_invalid", "properties"],
+          // Bounded as metadata (a counted value is indexed: an unbounded one failed in the database).
+          [{ ...base, properties: { user: "u".repeat(5_000) } }, "parameter_invalid", "properties"],
+          [
+            { ...base, properties: Object.fromEntries(Array.from({ length: 60 }, (_, i) => [`k${i}`, "v"])) },
+            "parameter_invalid",
+            "properties"
+          ]
         ]
         for (const [json, code, param] of cases) {
           const r = yield* postUsage(token, json)
