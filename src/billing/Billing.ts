@@ -71,6 +71,7 @@ import {
   selectInvoice,
   selectSubscription
 } from "./queries.js"
+import { microsOfValue, numberOfMicros, pricing } from "./usage/decider.js"
 
 /** Due-work kinds (base names; a test clock's items carry `@<testClockId>`, see `clockedKind`). */
 export const RENEW_KIND = "billing.renew"
@@ -336,15 +337,17 @@ export const makeBilling = Effect.gen(function* () {
         periodStart: start,
         periodEnd: end
       })
-      const billable = Math.max(0, quantity - usage.includedUnits)
+      // The summary's own pricing (exact decimals, rounded half up once), so the invoice shows what
+      // `GET /v1/usage` estimated.
+      const priced = pricing(usage, microsOfValue(quantity))
       const line: InvoiceLine = {
         type: "usage",
         meter: usage.meter,
         quantity,
         includedUnits: usage.includedUnits,
-        billableUnits: billable,
+        billableUnits: numberOfMicros(priced.billableMicros),
         unitAmount: usage.unitAmount,
-        amount: Math.round(billable * usage.unitAmount),
+        amount: priced.estimatedAmount,
         period: { start, end }
       }
       return line
@@ -806,8 +809,9 @@ export const makeBilling = Effect.gen(function* () {
       const created = yield* runner
         .transact(
           Effect.gen(function* () {
+            // The invoice is drafted before the stream exists: from the initial state, not a read.
             const probe: SubscriptionState = {
-              ...(yield* load(subscriptionId)),
+              ...SubscriptionDecider.initialState,
               subscriptionId,
               customerId,
               price,
