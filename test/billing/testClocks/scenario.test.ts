@@ -85,6 +85,19 @@ describe("test clock scenario", () => {
             })
           )
           expect(sub).toMatchObject({ status: "trialing", testClockId: clock.id })
+          // A customer on real time, on the same plan: the clock's advances must not touch them.
+          const plain = ok(201)(
+            yield* call("POST", "/user", {
+              token,
+              json: { email: uniqueEmail("realtime"), firstName: "Real", lastName: "Time" }
+            })
+          )
+          const plainSub = ok(201)(
+            yield* call("POST", "/v1/subscriptions", {
+              token,
+              json: { customerId: plain.id, productId: product.id, paymentMethod: "pm_card_visa" }
+            })
+          )
           const trialEnd = plus(T0, 14 * DAY)
           const getSub = Effect.map(call("GET", `/v1/subscriptions/${sub.id}`, { token }), ok(200))
           const invoices = Effect.map(
@@ -192,7 +205,16 @@ describe("test clock scenario", () => {
             all.map((i: { total: number }) => i.total).sort((x: number, y: number) => x - y)
           )
 
-          // Real time and other customers were untouched: a customer without a clock sees real time.
+          // Real time and other customers were untouched: the real-time subscription is where it began.
+          const plainNow = ok(200)(yield* call("GET", `/v1/subscriptions/${plainSub.id}`, { token }))
+          expect(plainNow).toMatchObject({
+            status: "active",
+            currentPeriodStart: plainSub.currentPeriodStart,
+            currentPeriodEnd: plainSub.currentPeriodEnd
+          })
+          expect(
+            ok(200)(yield* call("GET", `/v1/invoices?subscriptionId=${plainSub.id}`, { token })).data
+          ).toHaveLength(1)
           const clockNow = ok(200)(yield* call("GET", `/v1/test/clocks/${clock.id}`, { token })).frozenTime
           expect(clockNow).toBe(iso(plus(fourthEnd, 4 * DAY)))
         })
