@@ -300,8 +300,9 @@ export const makeBilling = Effect.gen(function* () {
           },
           input.metadata
         )
+      // An invoice above what a payment can be has no intent: its collection fails (amount_too_large).
       const intent =
-        total === 0
+        total === 0 || total > MAX_CHARGE
           ? null
           : yield* intentOf(input.paymentMethod).pipe(
               // A renewal never stalls on a payment method the processor no longer knows: the invoice
@@ -387,10 +388,27 @@ export const makeBilling = Effect.gen(function* () {
     return { _tag: "Unknown", reason: `the payment intent is ${intent.status}` }
   }
 
+  const failed = (code: string, message: string): Collected => ({
+    _tag: "Outcome",
+    outcome: {
+      _tag: "Failed",
+      paymentId: null,
+      failureCode: code,
+      failureMessage: message,
+      nextPaymentAttempt: null,
+      exhausted: null
+    }
+  })
+
   /** One payment attempt of the invoice's intent (outside any transaction). */
   const charge = (invoice: InvoiceState, paymentMethod: string | null, metadata: EventMetadata) =>
     Effect.gen(function* () {
       const intentId = invoice.paymentIntentId
+      if (intentId === null && invoice.total > MAX_CHARGE)
+        return failed(
+          "amount_too_large",
+          `This invoice's total (${invoice.total}) is more than a payment can be (${MAX_CHARGE} minor units).`
+        )
       if (intentId === null)
         return { _tag: "Outcome", outcome: { _tag: "Paid", paymentId: null } } as Collected
       const before = yield* payments.find(intentId)
@@ -398,17 +416,6 @@ export const makeBilling = Effect.gen(function* () {
         return outcomeOfIntent(before.value, false, null)
       if (Option.isSome(before) && before.value.status === "canceled")
         return { _tag: "Unknown", reason: "the payment intent was canceled" } as Collected
-      const failed = (code: string, message: string): Collected => ({
-        _tag: "Outcome",
-        outcome: {
-          _tag: "Failed",
-          paymentId: null,
-          failureCode: code,
-          failureMessage: message,
-          nextPaymentAttempt: null,
-          exhausted: null
-        }
-      })
       return yield* payments
         .confirm(intentId, paymentMethod === null ? {} : { paymentMethod }, metadata)
         .pipe(

@@ -230,7 +230,8 @@ export class UsageApi extends HttpApiGroup.make("usage")
           "aggregation — sum, count, max, last (latest by timestamp, ties to the larger identifier) or " +
           "unique_count of `properties[uniqueKey]` — 0 without records), `includedUnits`, `billableUnits` " +
           "(quantity above the included units), `unitAmount`, `estimatedAmount` (billable units × unit " +
-          "amount, minor units, rounded half up), `eventCount`, and with `groupBy=hour|day` the UTC " +
+          "amount, minor units, rounded half up; capped at 999,999,999,999,999, far beyond any payment: an " +
+          "invoice above 99,999,999 fails to collect with `amount_too_large`), `eventCount`, and with `groupBy=hour|day` the UTC " +
           "`buckets` (each `[start, end)` clipped to the range, at most 1,000, else 400). Exact (equal to " +
           "recomputing from the raw records) and read-your-writes; `asOf` is the time it was computed " +
           "(the subscription's clock). Shoppers read their own subscriptions' usage (another's → 404)."

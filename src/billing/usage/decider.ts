@@ -41,7 +41,9 @@ export const microsOf = (text: string): bigint => {
   return negative ? -micros : micros
 }
 
-export const microsOfValue = (value: number): bigint => microsOf(decimalText(value))
+/** A number as integer millionths (a quantity past 1e21 has no fixed notation, and no fraction either). */
+export const microsOfValue = (value: number): bigint =>
+  Math.abs(value) < 1e21 ? microsOf(decimalText(value)) : BigInt(value) * MICROS
 
 /** Integer millionths as the nearest number (exact for every value a record can carry). */
 export const numberOfMicros = (micros: bigint): number => {
@@ -136,12 +138,25 @@ export const aggregateReference = (
   return { quantity: quantityMicros(aggregation, partial), eventCount: partial.count }
 }
 
+/**
+ * The most an amount is reported as (minor units). Quantities have no ceiling (a sum of records),
+ * so an amount is capped where it still is an exact integer in JSON and in a bigint column; it is
+ * far above anything a payment can collect (99,999,999), so the cap never changes money that moves:
+ * an invoice above that fails to collect (`amount_too_large`) whether capped or not.
+ */
+export const MAX_REPORTED_AMOUNT = 999_999_999_999_999
+
 /** Included units, billable units and the estimated amount (minor units, rounded half up) of a quantity. */
 export const pricing = (usage: UsagePrice, quantity: bigint) => {
   const included = BigInt(Math.max(0, Math.trunc(usage.includedUnits))) * MICROS
   const billable = quantity > included ? quantity - included : 0n
   const amount = (billable * BigInt(Math.trunc(usage.unitAmount)) + MICROS / 2n) / MICROS
-  return { billableMicros: billable, estimatedAmount: Number(amount) }
+  const capped = amount > BigInt(MAX_REPORTED_AMOUNT)
+  return {
+    billableMicros: billable,
+    estimatedAmount: capped ? MAX_REPORTED_AMOUNT : Number(amount),
+    capped
+  }
 }
 
 /** properties[uniqueKey] as the text unique_count compares (absent or null: not counted). */
