@@ -5,52 +5,18 @@
  * documented at-least-once window). Two processes share the work without sending anything twice.
  * PostgreSQL only: child processes cannot share an embedded database.
  */
-import { type ChildProcess, spawn } from "node:child_process"
 import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect, Option, Redacted } from "effect"
-import { AppConfig } from "../../src/config.js"
+import { Effect } from "effect"
 import { Webhooks } from "../../src/webhooks/Webhooks.js"
 import { usingRealPostgres } from "../support/database.js"
 import { eventually } from "../support/notifications.js"
 import { Behaviour } from "../support/receiver.js"
 import { publish, STAFF, TestReceiver, webhooksHttp } from "../support/webhooks.js"
+import { killed, startWorker as startAnyWorker } from "../support/workers.js"
 
-/** Starts a worker process on the test's database. */
 const startWorker = (instanceId: string) =>
-  Effect.gen(function* () {
-    const config = yield* AppConfig
-    const env: NodeJS.ProcessEnv = {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      ROLE: "worker",
-      INSTANCE_ID: instanceId,
-      DATABASE_URL: Option.match(config.databaseUrl, { onNone: () => "", onSome: Redacted.value }),
-      DATA_ENCRYPTION_KEY: Option.match(config.dataEncryptionKey, {
-        onNone: () => "",
-        onSome: Redacted.value
-      }),
-      WEBHOOK_ALLOW_PRIVATE: "true",
-      LOG_LEVEL: "warning"
-    }
-    return yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-          cwd: process.cwd(),
-          env,
-          stdio: "ignore"
-        })
-      ),
-      (child) => Effect.sync(() => void child.kill("SIGKILL"))
-    )
-  })
-
-const killed = (child: ChildProcess) =>
-  Effect.async<void>((resume) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
-    child.once("exit", () => resume(Effect.void))
-    child.kill("SIGKILL")
-  })
+  startAnyWorker(instanceId, { env: { WEBHOOK_ALLOW_PRIVATE: "true" } })
 
 const deliveryIds = (path: string) =>
   Effect.map(TestReceiver, (r) =>
