@@ -31,7 +31,12 @@ import { CommandRunner } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import { metadataProblem } from "../kernel/Metadata.js"
 import { commandMetadata } from "../kernel/UseCase.js"
-import { type PaymentIntentObject, PaymentsPort } from "../payments/index.js"
+import {
+  type PaymentIntentObject,
+  PaymentsPort,
+  ProcessorUnavailable,
+  UnknownPaymentMethod
+} from "../payments/index.js"
 import { type DueItem, DueOutcome, DueWork } from "../processors/DueWork.js"
 import type {
   CancelParams,
@@ -785,6 +790,32 @@ export const makeBilling = Effect.gen(function* () {
       return customerId
     })
 
+  /** A payment method the processor does not know → 400; the processor not answering → 503. */
+  const paymentMethodErrors = <A, E, R>(
+    self: Effect.Effect<A, E | UnknownPaymentMethod | ProcessorUnavailable, R>
+  ) =>
+    Effect.catchIf(
+      self,
+      (e): e is UnknownPaymentMethod | ProcessorUnavailable =>
+        e instanceof UnknownPaymentMethod || e instanceof ProcessorUnavailable,
+      (e) =>
+        Effect.fail(
+          e instanceof UnknownPaymentMethod
+            ? BadRequest.of({
+                code: "parameter_invalid",
+                message: `No such payment method: ${JSON.stringify(e.paymentMethod.slice(0, 40))} (a ${e.processor} processor token, e.g. pm_card_visa)`,
+                param: "paymentMethod"
+              })
+            : new ServiceUnavailable({
+                error: {
+                  type: "api_error",
+                  code: "processor_unavailable",
+                  message: `The payment processor did not answer (${e.message}); nothing was charged, retry`
+                }
+              })
+        )
+    )
+
   const create = (actor: AuthenticatedActor, input: NewSubscription, requestKey?: string) =>
     Effect.gen(function* () {
       const problem = input.metadata === undefined ? undefined : metadataProblem(input.metadata)
@@ -868,28 +899,7 @@ export const makeBilling = Effect.gen(function* () {
             return result.state
           })
         )
-        .pipe(
-          Effect.catchTags({
-            UnknownPaymentMethod: (e) =>
-              Effect.fail(
-                BadRequest.of({
-                  code: "parameter_invalid",
-                  message: `No such payment method: ${JSON.stringify(e.paymentMethod.slice(0, 40))} (a ${e.processor} processor token, e.g. pm_card_visa)`,
-                  param: "paymentMethod"
-                })
-              ),
-            ProcessorUnavailable: (e) =>
-              Effect.fail(
-                new ServiceUnavailable({
-                  error: {
-                    type: "api_error",
-                    code: "processor_unavailable",
-                    message: `The payment processor did not answer (${e.message}); nothing was charged, retry`
-                  }
-                })
-              )
-          })
-        )
+        .pipe(paymentMethodErrors)
       yield* work.wake
       const latest = latestInvoiceOf(created)
       if (latest === undefined || latest.status !== "open") return subscriptionObject(created)
@@ -977,6 +987,9 @@ export const makeBilling = Effect.gen(function* () {
         plan = { ...plan, quantity: patch.quantity ?? plan.quantity }
         yield* amountCheck(plan.price, plan.quantity, "quantity")
       }
+      // A payment method is charged later (renewals): one the processor does not know is refused now.
+      if (patch.paymentMethod !== undefined)
+        yield* paymentMethodErrors(payments.checkPaymentMethod(patch.paymentMethod))
       const metadata = yield* commandMetadata(actor)
       const updated = yield* locked(subscriptionId, (state) =>
         Effect.map(

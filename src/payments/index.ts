@@ -126,6 +126,13 @@ export interface PaymentsPortShape {
     RefundObject,
     PaymentNotFound | ChargeNotRefundable | ChargeAlreadyRefunded | AmountTooLarge | PaymentsPortError
   >
+  /**
+   * Whether the processor knows a payment method token (fails `UnknownPaymentMethod` when not): for
+   * a payment method stored now to be charged later (a subscription's), refused at once if it is bad.
+   */
+  readonly checkPaymentMethod: (
+    paymentMethod: string
+  ) => Effect.Effect<void, UnknownPaymentMethod | ProcessorUnavailable>
   /** The intent as its stream stands (inside a transaction: as of that transaction). */
   readonly find: (
     paymentIntentId: string

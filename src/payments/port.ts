@@ -186,7 +186,14 @@ export const makePaymentsPort = Effect.gen(function* () {
         )
       : Effect.succeed(Option.none())
 
-  return PaymentsPort.of({ createIntent, confirm, cancel, refund, find })
+  return PaymentsPort.of({
+    createIntent,
+    confirm,
+    cancel,
+    refund,
+    checkPaymentMethod: (paymentMethod) => Effect.asVoid(resolve(paymentMethod)),
+    find
+  })
 })
 
 export const PaymentsPortLive = Layer.effect(PaymentsPort, makePaymentsPort)

@@ -242,7 +242,25 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("subscripti
         "parameter_invalid",
         "quantity"
       )
+      // A payment method the processor does not know is refused now, not at the next renewal.
+      expectError(
+        yield* call("PATCH", `/v1/subscriptions/${sub.id}`, {
+          token,
+          json: { paymentMethod: "pm_no_such_card", quantity: 2 }
+        }),
+        400,
+        "parameter_invalid",
+        "paymentMethod"
+      )
       expect(yield* getSubscription(token, sub.id)).toEqual(back)
+      expect(
+        ok(200)(
+          yield* call("PATCH", `/v1/subscriptions/${sub.id}`, {
+            token,
+            json: { paymentMethod: "pm_card_mastercard" }
+          })
+        )
+      ).toMatchObject({ paymentMethod: "pm_card_mastercard" })
       ok(200)(yield* call("DELETE", `/v1/subscriptions/${sub.id}`, { token }))
       expectError(
         yield* call("PATCH", `/v1/subscriptions/${sub.id}`, { token, json: { quantity: 2 } }),
