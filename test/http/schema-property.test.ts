@@ -242,6 +242,7 @@ const STATEFUL_400S: ReadonlyArray<{
   { op: "subscriptions.create", code: "amount_too_large", param: "quantity" },
   { op: "subscriptions.update", code: "resource_missing", param: "productId" },
   { op: "subscriptions.update", code: "parameter_invalid", param: "productId" },
+  { op: "subscriptions.update", code: "parameter_invalid", param: "paymentMethod" },
   { op: "subscriptions.update", code: "currency_mismatch", param: "productId" },
   { op: "subscriptions.update", code: "amount_too_large", param: "quantity" },
   // Test clocks: list cursors as above; an advance must move the clock forward (its stored time); a
