@@ -73,6 +73,8 @@ export const UsageProjection = defineProjection({
                 (array_agg(identifier ORDER BY occurred_at DESC, identifier COLLATE "C" DESC))[1]
               FROM fresh
               GROUP BY subscription_id, meter, hour
+              -- Rows locked in one order by every write: two batches never wait on each other crosswise.
+              ORDER BY subscription_id, meter, hour
             ON CONFLICT (subscription_id, meter, hour) DO UPDATE SET
               event_count = h.event_count + EXCLUDED.event_count,
               sum_value = h.sum_value + EXCLUDED.sum_value,
@@ -86,6 +88,7 @@ export const UsageProjection = defineProjection({
         )
         INSERT INTO ${distinct} (subscription_id, meter, hour, value)
           SELECT DISTINCT subscription_id, meter, hour, unique_value FROM fresh WHERE unique_value IS NOT NULL
+            ORDER BY subscription_id, meter, hour, unique_value
           ON CONFLICT DO NOTHING`
     })
 })
