@@ -151,11 +151,9 @@ export const pricing = (usage: UsagePrice, quantity: bigint) => {
   const included = BigInt(Math.max(0, Math.trunc(usage.includedUnits))) * MICROS
   const billable = quantity > included ? quantity - included : 0n
   const amount = (billable * BigInt(Math.trunc(usage.unitAmount)) + MICROS / 2n) / MICROS
-  const capped = amount > BigInt(MAX_REPORTED_AMOUNT)
   return {
     billableMicros: billable,
-    estimatedAmount: capped ? MAX_REPORTED_AMOUNT : Number(amount),
-    capped
+    estimatedAmount: amount > BigInt(MAX_REPORTED_AMOUNT) ? MAX_REPORTED_AMOUNT : Number(amount)
   }
 }
 
