@@ -101,7 +101,7 @@ describe.skipIf(!usingRealPostgres)("renewals across processes (PostgreSQL)", ()
           )
           yield* killed(a)
           const heldAtKill = yield* sql<{ readonly id: string }>`SELECT id FROM processors.due_work
-            WHERE claimed_by = 'renew-a' AND status = 'claimed'`
+            WHERE kind = 'billing.renew' AND claimed_by = 'renew-a' AND status = 'claimed'`
           yield* startWorker("renew-c", { aheadMs: AHEAD + 2 * 60_000 })
           const manualExits = yield* Fiber.join(manual)
           // A manual renewal may lose a race (a typed conflict), never die.
