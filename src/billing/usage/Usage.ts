@@ -392,6 +392,7 @@ export const makeUsage = Effect.gen(function* () {
     readonly usage: { readonly aggregation: UsageSummary["aggregation"] }
     readonly from: Date
     readonly to: Date
+    readonly perHour: boolean
   }) =>
     rangePartials(sql, {
       subscriptionId: input.subscriptionId,
@@ -399,7 +400,8 @@ export const makeUsage = Effect.gen(function* () {
       from: input.from,
       to: input.to,
       distinct: input.usage.aggregation === "unique_count",
-      last: input.usage.aggregation === "last"
+      last: input.usage.aggregation === "last",
+      perHour: input.perHour
     })
 
   const summary = (actor: AuthenticatedActor, params: UsageSummaryParams) =>
@@ -439,7 +441,14 @@ export const makeUsage = Effect.gen(function* () {
           param: "groupBy"
         })
       const asOf = yield* clock.nowFor(sub.testClockId)
-      const partials = yield* aggregate({ subscriptionId: sub.id, meter: usage.meter, usage, from, to })
+      const partials = yield* aggregate({
+        subscriptionId: sub.id,
+        meter: usage.meter,
+        usage,
+        from,
+        to,
+        perHour: params.groupBy !== undefined
+      })
       const all = combineAll(partials)
       const quantity = quantityMicros(usage.aggregation, all)
       const priced = pricing(usage, quantity)
@@ -500,7 +509,8 @@ export const makeUsageLedger = Effect.map(
           from: input.periodStart,
           to: input.periodEnd,
           distinct: input.usage.aggregation === "unique_count",
-          last: input.usage.aggregation === "last"
+          last: input.usage.aggregation === "last",
+          perHour: false
         }),
         (partials) => {
           const all = combineAll(partials)

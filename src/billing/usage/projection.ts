@@ -2,7 +2,8 @@
  * The usage read model, written in the record's own transaction (read-your-writes), in ONE
  * statement per batch of events: the raw records (`billing.usage_records`, idempotent on the record
  * id), and — for the records that statement inserted, so replaying an event changes nothing — the
- * hourly rollup (`billing.usage_hourly`: count, sum, max, last) and the distinct values
+ * hourly and minute rollups (`billing.usage_hourly`, `billing.usage_minutely`: count, sum, max,
+ * last) and the distinct values
  * unique_count counts (`billing.usage_distinct`). Summaries and invoices read the rollups, never a
  * scan of the raw records; a rebuild from position zero reproduces every row.
  */
@@ -16,8 +17,10 @@ import { type UsageEvent, usageEventTypes } from "./events.js"
 export const USAGE_RECORDS = "billing.usage_records"
 export const USAGE_HOURLY = "billing.usage_hourly"
 export const USAGE_DISTINCT = "billing.usage_distinct"
+export const USAGE_MINUTELY = "billing.usage_minutely"
 
-const HOUR_MS = 3_600_000
+export const HOUR_MS = 3_600_000
+export const MINUTE_MS = 60_000
 
 /** The start of the UTC hour `ms` falls in. */
 export const hourOf = (ms: number): number => Math.floor(ms / HOUR_MS) * HOUR_MS
@@ -35,25 +38,51 @@ const rowOf = (e: Recorded<UsageEvent>) => ({
   period_start: e.data.periodStart.toISOString(),
   period_end: e.data.periodEnd?.toISOString() ?? null,
   created_at: e.recordedAt.toISOString(),
-  hour: new Date(hourOf(e.data.timestamp.getTime())).toISOString()
+  hour: new Date(hourOf(e.data.timestamp.getTime())).toISOString(),
+  minute: new Date(Math.floor(e.data.timestamp.getTime() / MINUTE_MS) * MINUTE_MS).toISOString()
 })
 
 export const UsageProjection = defineProjection({
   name: "billing_usage",
-  tables: [USAGE_RECORDS, USAGE_HOURLY, USAGE_DISTINCT],
+  tables: [USAGE_RECORDS, USAGE_HOURLY, USAGE_MINUTELY, USAGE_DISTINCT],
   events: usageEventTypes,
   apply: (events, target) =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const records = sql(target.table(USAGE_RECORDS))
-      const hourly = sql(target.table(USAGE_HOURLY))
       const distinct = sql(target.table(USAGE_DISTINCT))
+      /**
+       * The upsert of one rollup (per hour or per minute) from the freshly inserted records. Rows are
+       * locked in one order by every write: two batches never wait on each other crosswise.
+       */
+      const rollup = (table: string, bucket: "hour" | "minute") => {
+        const column = sql.literal(bucket)
+        return sql`INSERT INTO ${sql(table)} AS h (subscription_id, meter, ${column}, event_count, sum_value,
+              max_value, last_value, last_at, last_identifier)
+            SELECT subscription_id, meter, ${column}, count(*), sum(value), max(value),
+                (array_agg(value ORDER BY occurred_at DESC, identifier COLLATE "C" DESC))[1],
+                max(occurred_at),
+                (array_agg(identifier ORDER BY occurred_at DESC, identifier COLLATE "C" DESC))[1]
+              FROM fresh
+              GROUP BY subscription_id, meter, ${column}
+              ORDER BY subscription_id, meter, ${column}
+            ON CONFLICT (subscription_id, meter, ${column}) DO UPDATE SET
+              event_count = h.event_count + EXCLUDED.event_count,
+              sum_value = h.sum_value + EXCLUDED.sum_value,
+              max_value = GREATEST(h.max_value, EXCLUDED.max_value),
+              last_value = CASE WHEN (EXCLUDED.last_at, EXCLUDED.last_identifier) > (h.last_at, h.last_identifier)
+                THEN EXCLUDED.last_value ELSE h.last_value END,
+              last_identifier = CASE WHEN (EXCLUDED.last_at, EXCLUDED.last_identifier) > (h.last_at, h.last_identifier)
+                THEN EXCLUDED.last_identifier ELSE h.last_identifier END,
+              last_at = GREATEST(h.last_at, EXCLUDED.last_at)
+            RETURNING 1`
+      }
       yield* sql`
         WITH input AS (
           SELECT * FROM jsonb_to_recordset(${JSON.stringify(events.map(rowOf))}::jsonb) AS r(
             id text, subscription_id text, customer_id text, meter text, identifier text, value numeric,
             occurred_at timestamptz, properties jsonb, unique_value text, period_start timestamptz,
-            period_end timestamptz, created_at timestamptz, hour timestamptz)
+            period_end timestamptz, created_at timestamptz, hour timestamptz, minute timestamptz)
         ), inserted AS (
           INSERT INTO ${records} (id, subscription_id, customer_id, meter, identifier, value, occurred_at,
               properties, unique_value, period_start, period_end, created_at)
@@ -64,27 +93,8 @@ export const UsageProjection = defineProjection({
             RETURNING id
         ), fresh AS (
           SELECT input.* FROM input JOIN inserted USING (id)
-        ), rolled AS (
-          INSERT INTO ${hourly} AS h (subscription_id, meter, hour, event_count, sum_value, max_value,
-              last_value, last_at, last_identifier)
-            SELECT subscription_id, meter, hour, count(*), sum(value), max(value),
-                (array_agg(value ORDER BY occurred_at DESC, identifier COLLATE "C" DESC))[1],
-                max(occurred_at),
-                (array_agg(identifier ORDER BY occurred_at DESC, identifier COLLATE "C" DESC))[1]
-              FROM fresh
-              GROUP BY subscription_id, meter, hour
-              -- Rows locked in one order by every write: two batches never wait on each other crosswise.
-              ORDER BY subscription_id, meter, hour
-            ON CONFLICT (subscription_id, meter, hour) DO UPDATE SET
-              event_count = h.event_count + EXCLUDED.event_count,
-              sum_value = h.sum_value + EXCLUDED.sum_value,
-              max_value = GREATEST(h.max_value, EXCLUDED.max_value),
-              last_value = CASE WHEN (EXCLUDED.last_at, EXCLUDED.last_identifier) > (h.last_at, h.last_identifier)
-                THEN EXCLUDED.last_value ELSE h.last_value END,
-              last_identifier = CASE WHEN (EXCLUDED.last_at, EXCLUDED.last_identifier) > (h.last_at, h.last_identifier)
-                THEN EXCLUDED.last_identifier ELSE h.last_identifier END,
-              last_at = GREATEST(h.last_at, EXCLUDED.last_at)
-            RETURNING 1
+        ), hours AS (${rollup(target.table(USAGE_HOURLY), "hour")}
+        ), minutes AS (${rollup(target.table(USAGE_MINUTELY), "minute")}
         )
         INSERT INTO ${distinct} (subscription_id, meter, hour, value)
           SELECT DISTINCT subscription_id, meter, hour, unique_value FROM fresh WHERE unique_value IS NOT NULL

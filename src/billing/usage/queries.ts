@@ -1,8 +1,9 @@
 /**
  * Reads of the usage context: the subscriptions it records against (the contract's columns of
  * `billing.subscriptions`), records by identifier (dedup), and the aggregate of a range — from the
- * hourly rollups for the whole hours inside it, and from the raw records (through their index) for
- * the partial hours at its edges, aggregated in SQL. Never a scan of a period's raw records.
+ * hourly rollup for the whole hours inside it, the minute rollup for the whole minutes of its partial
+ * edge hours, and the raw records (through their index) for the partial minutes at its very ends,
+ * aggregated in SQL. Never a scan of a period's raw records.
  */
 import type { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -19,9 +20,15 @@ import {
   type Partial,
   type SubscriptionView
 } from "./decider.js"
-import { hourOf, USAGE_DISTINCT, USAGE_HOURLY, USAGE_RECORDS } from "./projection.js"
+import {
+  HOUR_MS,
+  MINUTE_MS,
+  USAGE_DISTINCT,
+  USAGE_HOURLY,
+  USAGE_MINUTELY,
+  USAGE_RECORDS
+} from "./projection.js"
 
-const HOUR_MS = 3_600_000
 const DAY_MS = 24 * HOUR_MS
 
 const UsagePriceSchema = Schema.Struct({
@@ -178,18 +185,8 @@ export interface TimedPartial {
   readonly partial: Partial
 }
 
-interface HourlyRow {
-  readonly hour: Date | string
-  readonly eventCount: string
-  readonly sumValue: string
-  readonly maxValue: string
-  readonly lastValue: string
-  readonly lastAt: Date | string
-  readonly lastIdentifier: string
-}
-
 interface EdgeRow {
-  readonly late: boolean
+  readonly piece: string | number
   readonly firstAt: Date | string
   readonly eventCount: string
   readonly sumValue: string
@@ -209,7 +206,7 @@ const pgTextArray = (v: ReadonlyArray<string> | string | null): ReadonlyArray<st
   return [] // never: both drivers parse text[]; an unparsed literal counts nothing rather than guessing
 }
 
-const partialOfRow = (row: Omit<HourlyRow, "hour">, distinct: ReadonlySet<string>): Partial => ({
+const partialOfRow = (row: Omit<RollupRow, "at">, distinct: ReadonlySet<string>): Partial => ({
   count: Number(row.eventCount),
   sum: microsOf(row.sumValue),
   max: microsOf(row.maxValue),
@@ -217,10 +214,61 @@ const partialOfRow = (row: Omit<HourlyRow, "hour">, distinct: ReadonlySet<string
   distinct
 })
 
+/** A half-open range of instants (ms). */
+export type Span = readonly [from: number, to: number]
+
 /**
- * The partial aggregates of a subscription's meter over [from, to): one per whole hour inside it
- * (rollups), one per partial edge hour (raw records through the index, aggregated in SQL). With
- * `distinct`, the distinct unique values too (unique_count).
+ * How a range [from, to) is read: the whole hours inside it from the hourly rollup; the whole
+ * minutes of the partial hours at its ends from the minute rollup; the partial minutes at its very
+ * ends from the raw records. Without `minutes` (unique_count: the minute rollup keeps no distinct
+ * values) the partial hours are read raw. The pieces are disjoint and cover the range exactly.
+ */
+export const rangePieces = (
+  from: number,
+  to: number,
+  minutes: boolean
+): {
+  readonly hours: Span | null
+  readonly minutes: ReadonlyArray<Span>
+  readonly raw: ReadonlyArray<Span>
+} => {
+  /** [from, to) as its whole `unit`s and the partial pieces at each end (empty pieces left out). */
+  const split = (lo: number, hi: number, unit: number) => {
+    const ceil = Math.min(Math.ceil(lo / unit) * unit, hi)
+    const floor = Math.max(Math.floor(hi / unit) * unit, ceil)
+    const edges: Array<Span> = []
+    if (lo < ceil) edges.push([lo, ceil])
+    if (floor < hi) edges.push([floor, hi])
+    return { whole: ceil < floor ? ([ceil, floor] as Span) : null, edges }
+  }
+  if (to <= from) return { hours: null, minutes: [], raw: [] }
+  const byHour = split(from, to, HOUR_MS)
+  if (!minutes) return { hours: byHour.whole, minutes: [], raw: byHour.edges }
+  const wholeMinutes: Array<Span> = []
+  const raw: Array<Span> = []
+  for (const [lo, hi] of byHour.edges) {
+    const byMinute = split(lo, hi, MINUTE_MS)
+    if (byMinute.whole !== null) wholeMinutes.push(byMinute.whole)
+    raw.push(...byMinute.edges)
+  }
+  return { hours: byHour.whole, minutes: wholeMinutes, raw }
+}
+
+interface RollupRow {
+  readonly at: Date | string
+  readonly eventCount: string
+  readonly sumValue: string
+  readonly maxValue: string
+  readonly lastValue: string
+  readonly lastAt: Date | string
+  readonly lastIdentifier: string
+}
+
+/**
+ * The partial aggregates of a subscription's meter over [from, to) (see `rangePieces`): one per
+ * rollup row (or, unless `perHour`, all rollup rows folded into one by PostgreSQL: a month is
+ * ≤ 744 hourly rows node would otherwise parse, dates and decimals, on every summary), and one per
+ * raw piece, aggregated in SQL. With `distinct`, the distinct unique values too (unique_count).
  */
 export const rangePartials = (
   sql: SqlClient.SqlClient,
@@ -232,84 +280,111 @@ export const rangePartials = (
     readonly distinct: boolean
     /** Whether the last record matters (aggregation `last`). */
     readonly last: boolean
+    /** Whether the caller buckets the partials by hour or day (each partial within one hour). */
+    readonly perHour: boolean
   }
 ): Effect.Effect<ReadonlyArray<TimedPartial>, SqlError> =>
   Effect.gen(function* () {
-    const from = input.from.getTime()
-    const to = input.to.getTime()
-    if (to <= from) return []
-    const ceilFrom = hourOf(from) === from ? from : hourOf(from) + HOUR_MS
-    const c = Math.min(ceilFrom, to)
-    const f = Math.max(hourOf(to), c)
+    const pieces = rangePieces(input.from.getTime(), input.to.getTime(), !input.distinct)
     const out: Array<TimedPartial> = []
-    const cDate = new Date(c)
-    const fDate = new Date(f)
-    if (c < f) {
-      const hours =
-        yield* sql<HourlyRow>`SELECT hour, event_count::text AS "eventCount", sum_value::text AS "sumValue",
-          max_value::text AS "maxValue", last_value::text AS "lastValue", last_at AS "lastAt",
-          last_identifier AS "lastIdentifier"
-        FROM ${sql(USAGE_HOURLY)}
-        WHERE subscription_id = ${input.subscriptionId} AND meter = ${input.meter}
-          AND hour >= ${cDate} AND hour < ${fDate}`
+    const ofSubscription = sql`subscription_id = ${input.subscriptionId} AND meter = ${input.meter}`
+    const between = (column: "hour" | "minute", [lo, hi]: Span) =>
+      sql`${sql.literal(column)} >= ${new Date(lo)} AND ${sql.literal(column)} < ${new Date(hi)}`
+
+    // Rollup rows: the whole hours and the whole minutes.
+    const rollups = [
+      ...(pieces.hours === null
+        ? []
+        : [{ table: USAGE_HOURLY, column: "hour" as const, span: pieces.hours }]),
+      ...pieces.minutes.map((span) => ({ table: USAGE_MINUTELY, column: "minute" as const, span }))
+    ].map(
+      ({ table, column, span }) =>
+        sql`SELECT ${sql.literal(column)} AS at, event_count, sum_value, max_value, last_value, last_at,
+            last_identifier
+          FROM ${sql(table)} WHERE ${ofSubscription} AND ${between(column, span)}`
+    )
+    const first = rollups[0]
+    if (first !== undefined) {
+      const rows = rollups.slice(1).reduce((acc, r) => sql`${acc} UNION ALL ${r}`, first)
+      const read = input.perHour
+        ? yield* sql<RollupRow>`SELECT at, event_count::text AS "eventCount", sum_value::text AS "sumValue",
+              max_value::text AS "maxValue", last_value::text AS "lastValue", last_at AS "lastAt",
+              last_identifier AS "lastIdentifier"
+            FROM (${rows}) AS r`
+        : // The latest row's last record is the latest of all (the rows' time spans are disjoint).
+          yield* sql<RollupRow>`SELECT min(at) AS at, sum(event_count)::text AS "eventCount",
+              sum(sum_value)::text AS "sumValue", max(max_value)::text AS "maxValue",
+              (array_agg(last_value ORDER BY at DESC))[1]::text AS "lastValue", max(last_at) AS "lastAt",
+              (array_agg(last_identifier ORDER BY at DESC))[1] AS "lastIdentifier"
+            FROM (${rows}) AS r
+            HAVING count(*) > 0`
+      // unique_count's distinct values of the whole hours (it reads no minute rows): per hour, or
+      // (folded) all of them, for the one folded partial.
       const distinctByHour = new Map<number, Set<string>>()
-      if (input.distinct) {
-        const values = yield* sql<{ readonly hour: Date | string; readonly value: string }>`SELECT hour, value
-          FROM ${sql(USAGE_DISTINCT)}
-          WHERE subscription_id = ${input.subscriptionId} AND meter = ${input.meter}
-            AND hour >= ${cDate} AND hour < ${fDate}`
+      const allDistinct = new Set<string>()
+      if (input.distinct && pieces.hours !== null) {
+        const values = input.perHour
+          ? yield* sql<{ readonly hour: Date | string | null; readonly value: string }>`SELECT hour, value
+              FROM ${sql(USAGE_DISTINCT)} WHERE ${ofSubscription} AND ${between("hour", pieces.hours)}`
+          : yield* sql<{ readonly hour: Date | string | null; readonly value: string }>`SELECT DISTINCT
+                NULL AS hour, value
+              FROM ${sql(USAGE_DISTINCT)} WHERE ${ofSubscription} AND ${between("hour", pieces.hours)}`
         for (const v of values) {
+          if (v.hour === null) {
+            allDistinct.add(v.value)
+            continue
+          }
           const at = asDate(v.hour).getTime()
           const set = distinctByHour.get(at) ?? new Set<string>()
           set.add(v.value)
           distinctByHour.set(at, set)
         }
       }
-      for (const h of hours) {
-        const at = asDate(h.hour).getTime()
-        out.push({ at, partial: partialOfRow(h, distinctByHour.get(at) ?? new Set()) })
+      for (const r of read) {
+        const at = asDate(r.at).getTime()
+        out.push({
+          at,
+          partial: partialOfRow(r, input.perHour ? (distinctByHour.get(at) ?? new Set()) : allDistinct)
+        })
       }
     }
-    if (from < c || f < to) {
-      const edgeRange = sql`subscription_id = ${input.subscriptionId} AND meter = ${input.meter}
-          AND ((occurred_at >= ${input.from} AND occurred_at < ${cDate})
-            OR (occurred_at >= ${fDate} AND occurred_at < ${input.to}))`
-      const edges = yield* sql<EdgeRow>`SELECT occurred_at >= ${fDate} AS late, min(occurred_at) AS "firstAt",
+
+    // Raw pieces: each its own range scan through the index, aggregated in SQL.
+    const raw = pieces.raw.map(
+      ([lo, hi], i) =>
+        sql`SELECT ${sql.literal(String(i))} AS piece, occurred_at, value,
+            ${input.distinct ? sql`unique_value` : sql`NULL::text`} AS unique_value
+          FROM ${sql(USAGE_RECORDS)}
+          WHERE ${ofSubscription} AND occurred_at >= ${new Date(lo)} AND occurred_at < ${new Date(hi)}`
+    )
+    const firstRaw = raw[0]
+    if (firstRaw !== undefined) {
+      const records = raw.slice(1).reduce((acc, r) => sql`${acc} UNION ALL ${r}`, firstRaw)
+      const edges = yield* sql<EdgeRow>`SELECT piece, min(occurred_at) AS "firstAt",
           count(*)::text AS "eventCount", sum(value)::text AS "sumValue", max(value)::text AS "maxValue",
-          ${input.distinct ? sql`array_agg(DISTINCT unique_value) FILTER (WHERE unique_value IS NOT NULL)` : sql`NULL::text[]`} AS uniques
-        FROM ${sql(USAGE_RECORDS)}
-        WHERE ${edgeRange}
-        GROUP BY 1`
-      // The last record of each edge (only `last` needs it): backwards through the index, one row each.
-      const lasts = new Map<boolean, LastValue>()
-      if (input.last) {
-        for (const [late, lo, hi] of [
-          [false, input.from, cDate],
-          [true, fDate, input.to]
-        ] as const) {
-          if (lo.getTime() >= hi.getTime()) continue
+          array_agg(DISTINCT unique_value) FILTER (WHERE unique_value IS NOT NULL) AS uniques
+        FROM (${records}) AS edge
+        GROUP BY piece`
+      for (const e of edges) {
+        const span = pieces.raw[Number(e.piece)]
+        // The last record of the piece (only `last` needs it): backwards through the index, one row.
+        let last: LastValue | null = null
+        if (input.last && span !== undefined) {
           const rows = yield* sql<LastRow>`SELECT value::text AS value, occurred_at AS "at", identifier
             FROM ${sql(USAGE_RECORDS)}
-            WHERE subscription_id = ${input.subscriptionId} AND meter = ${input.meter}
-              AND occurred_at >= ${lo} AND occurred_at < ${hi}
+            WHERE ${ofSubscription} AND occurred_at >= ${new Date(span[0])} AND occurred_at < ${new Date(span[1])}
             ORDER BY occurred_at DESC, identifier DESC LIMIT 1`
           const row = rows[0]
           if (row !== undefined)
-            lasts.set(late, {
-              micros: microsOf(row.value),
-              at: asDate(row.at).getTime(),
-              identifier: row.identifier
-            })
+            last = { micros: microsOf(row.value), at: asDate(row.at).getTime(), identifier: row.identifier }
         }
-      }
-      for (const e of edges) {
         out.push({
           at: asDate(e.firstAt).getTime(),
           partial: {
             count: Number(e.eventCount),
             sum: microsOf(e.sumValue),
             max: microsOf(e.maxValue),
-            last: lasts.get(e.late) ?? null,
+            last,
             distinct: new Set(pgTextArray(e.uniques))
           }
         })

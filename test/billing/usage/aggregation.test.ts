@@ -28,9 +28,18 @@ import {
   type SubscriptionView,
   type UsagePoint
 } from "../../../src/billing/usage/decider.js"
+import { rangePieces } from "../../../src/billing/usage/queries.js"
 import { adminToken } from "../../support/customers.js"
 import { call, IdentityHttp } from "../../support/identity.js"
-import { DAY, getSummary, HOUR, subscriptionReadModelFixture, sumPrice, uniqueMeter } from "./fixtures.js"
+import {
+  DAY,
+  getSummary,
+  HOUR,
+  MINUTE,
+  subscriptionReadModelFixture,
+  sumPrice,
+  uniqueMeter
+} from "./fixtures.js"
 
 const AGGREGATIONS: ReadonlyArray<UsageAggregation> = ["sum", "count", "max", "last", "unique_count"]
 const VALUES = [0, 0.5, 1, 1.25, 3, 7.000001, 10, 123456.789]
@@ -124,6 +133,44 @@ describe("aggregation arithmetic (pure)", () => {
       checkRecord({ ...sub, usageClosedBefore: null }, "calls", new Date("2026-02-15T00:00:00Z"), now)._tag
     ).toBe("TimestampOutOfRange")
   })
+
+  plain("a range is read as whole hours, whole minutes of its edge hours and raw partial minutes", () => {
+    const instant = fc.oneof(
+      fc.integer({ min: 0, max: 3 * DAY }),
+      fc
+        .tuple(
+          fc.integer({ min: 0, max: 72 }),
+          fc.integer({ min: 0, max: 60 }),
+          fc.integer({ min: -3, max: 3 })
+        )
+        .map(([h, m, d]) => Math.max(0, h * HOUR + m * MINUTE + d))
+    )
+    fc.assert(
+      fc.property(instant, instant, fc.boolean(), (a, b, minutes) => {
+        const [from, to] = [Math.min(a, b), Math.max(a, b)]
+        const pieces = rangePieces(from, to, minutes)
+        const all = [
+          ...(pieces.hours === null ? [] : [{ span: pieces.hours, unit: HOUR }]),
+          ...pieces.minutes.map((span) => ({ span, unit: MINUTE })),
+          ...pieces.raw.map((span) => ({ span, unit: 1 }))
+        ].sort((x, y) => x.span[0] - y.span[0])
+        // Disjoint, non-empty, and covering [from, to) exactly.
+        let cursor = from
+        for (const { span, unit } of all) {
+          expect(span[0]).toBe(cursor)
+          expect(span[1]).toBeGreaterThan(span[0])
+          // Rollup pieces are whole units; raw pieces are shorter than what they stand in for.
+          expect(span[0] % unit).toBe(0)
+          expect(span[1] % unit).toBe(0)
+          cursor = span[1]
+        }
+        expect(cursor).toBe(to)
+        for (const [lo, hi] of pieces.raw) expect(hi - lo).toBeLessThan(minutes ? MINUTE : HOUR)
+        if (!minutes) expect(pieces.minutes).toEqual([])
+        expect(pieces.raw.length).toBeLessThanOrEqual(minutes ? 4 : 2)
+      })
+    )
+  })
 })
 
 // --- The whole stack against the reference ------------------------------------------------------------
@@ -139,12 +186,16 @@ const TIE_RANGES = TIES.flatMap((t) => [
   { a: 0, b: Math.floor(t / HOUR) * HOUR + HOUR - 1, groupBy: "hour" as const }
 ])
 
-/** Offsets (ms) into a 3-day window, clustered on hour and day boundaries where rollups meet raw rows. */
+/**
+ * Offsets (ms) into a 3-day window, clustered on hour, minute and day boundaries where hourly rollups,
+ * minute rollups and raw rows meet.
+ */
 const offsetArb = fc
   .record({
-    kind: fc.integer({ min: 0, max: 2 }),
+    kind: fc.integer({ min: 0, max: 3 }),
     anywhere: fc.integer({ min: 0, max: 3 * DAY - 1 }),
     hour: fc.integer({ min: 0, max: 71 }),
+    minute: fc.constantFrom(1, 2, 30, 58, 59),
     delta: fc.integer({ min: -2000, max: 2000 }),
     tie: fc.constantFrom(...TIES)
   })
@@ -153,7 +204,9 @@ const offsetArb = fc
       ? o.anywhere
       : o.kind === 1
         ? Math.min(3 * DAY - 1, Math.max(0, o.hour * HOUR + o.delta))
-        : o.tie
+        : o.kind === 2
+          ? Math.min(3 * DAY - 1, Math.max(0, o.hour * HOUR + o.minute * MINUTE + o.delta))
+          : o.tie
   )
 
 const recordArb = fc.record({

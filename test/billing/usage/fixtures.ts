@@ -10,7 +10,8 @@ import type { UsagePrice } from "../../../src/billing/contract.js"
 import * as Ids from "../../../src/kernel/Ids.js"
 import { call } from "../../support/identity.js"
 
-export const HOUR = 3_600_000
+export const MINUTE = 60_000
+export const HOUR = 60 * MINUTE
 export const DAY = 24 * HOUR
 
 export interface SubscriptionFixture {

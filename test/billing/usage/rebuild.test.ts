@@ -27,6 +27,7 @@ import {
 const usageTables = Effect.all({
   records: rowsOf("billing.usage_records", "id"),
   hourly: rowsOf("billing.usage_hourly", "subscription_id, meter, hour"),
+  minutely: rowsOf("billing.usage_minutely", "subscription_id, meter, minute"),
   distinct: rowsOf("billing.usage_distinct", "subscription_id, meter, hour, value")
 })
 
