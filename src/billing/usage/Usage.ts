@@ -406,13 +406,14 @@ export const makeUsage = Effect.gen(function* () {
 
   const summary = (actor: AuthenticatedActor, params: UsageSummaryParams) =>
     Effect.gen(function* () {
-      const notFound = notFoundSubscription("subscriptionId")
-      if (!Ids.isValid("sub", params.subscriptionId)) return yield* notFound
+      // Built only when answered: an error captures a stack trace.
+      const notFound = () => notFoundSubscription("subscriptionId")
+      if (!Ids.isValid("sub", params.subscriptionId)) return yield* notFound()
       const sub = (yield* selectSubscriptions(sql, [params.subscriptionId], { lock: false })).get(
         params.subscriptionId
       )
-      if (sub === undefined) return yield* notFound
-      if (actor.role === "customer" && sub.customerId !== actor.customerId) return yield* notFound
+      if (sub === undefined) return yield* notFound()
+      if (actor.role === "customer" && sub.customerId !== actor.customerId) return yield* notFound()
       const usage = sub.usage
       if (usage === null)
         return yield* BadRequest.of({

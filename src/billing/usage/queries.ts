@@ -5,7 +5,7 @@
  * edge hours, and the raw records (through their index) for the partial minutes at its very ends,
  * aggregated in SQL. Never a scan of a period's raw records.
  */
-import type { SqlClient } from "@effect/sql"
+import type { SqlClient, Statement } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option, Schema } from "effect"
 import { textArray } from "../../db/Sql.js"
@@ -14,7 +14,6 @@ import {
   AGGREGATIONS,
   combine,
   emptyPartial,
-  type LastValue,
   microsOf,
   numberOfMicros,
   type Partial,
@@ -185,19 +184,17 @@ export interface TimedPartial {
   readonly partial: Partial
 }
 
-interface EdgeRow {
-  readonly piece: string | number
-  readonly firstAt: Date | string
+/** A partial as the summary statement answers it: a rollup row (`piece` null) or a raw piece. */
+interface PartialRow {
+  readonly piece: number | string | null
+  readonly at: Date | string
   readonly eventCount: string
   readonly sumValue: string
   readonly maxValue: string
+  readonly lastValue: string | null
+  readonly lastAt: Date | string | null
+  readonly lastIdentifier: string | null
   readonly uniques: ReadonlyArray<string> | string | null
-}
-
-interface LastRow {
-  readonly value: string
-  readonly at: Date | string
-  readonly identifier: string
 }
 
 const pgTextArray = (v: ReadonlyArray<string> | string | null): ReadonlyArray<string> => {
@@ -205,14 +202,6 @@ const pgTextArray = (v: ReadonlyArray<string> | string | null): ReadonlyArray<st
   if (Array.isArray(v)) return v
   return [] // never: both drivers parse text[]; an unparsed literal counts nothing rather than guessing
 }
-
-const partialOfRow = (row: Omit<RollupRow, "at">, distinct: ReadonlySet<string>): Partial => ({
-  count: Number(row.eventCount),
-  sum: microsOf(row.sumValue),
-  max: microsOf(row.maxValue),
-  last: { micros: microsOf(row.lastValue), at: asDate(row.lastAt).getTime(), identifier: row.lastIdentifier },
-  distinct
-})
 
 /** A half-open range of instants (ms). */
 export type Span = readonly [from: number, to: number]
@@ -254,16 +243,6 @@ export const rangePieces = (
   return { hours: byHour.whole, minutes: wholeMinutes, raw }
 }
 
-interface RollupRow {
-  readonly at: Date | string
-  readonly eventCount: string
-  readonly sumValue: string
-  readonly maxValue: string
-  readonly lastValue: string
-  readonly lastAt: Date | string
-  readonly lastIdentifier: string
-}
-
 /**
  * The partial aggregates of a subscription's meter over [from, to) (see `rangePieces`): one per
  * rollup row (or, unless `perHour`, all rollup rows folded into one by PostgreSQL: a month is
@@ -291,7 +270,8 @@ export const rangePartials = (
     const between = (column: "hour" | "minute", [lo, hi]: Span) =>
       sql`${sql.literal(column)} >= ${new Date(lo)} AND ${sql.literal(column)} < ${new Date(hi)}`
 
-    // Rollup rows: the whole hours and the whole minutes.
+    // ONE statement: the rollup rows (the whole hours and the whole minutes: per row, or folded into
+    // one), then one aggregate per raw piece (each its own range scan through the index).
     const rollups = [
       ...(pieces.hours === null
         ? []
@@ -303,92 +283,91 @@ export const rangePartials = (
             last_identifier
           FROM ${sql(table)} WHERE ${ofSubscription} AND ${between(column, span)}`
     )
-    const first = rollups[0]
-    if (first !== undefined) {
-      const rows = rollups.slice(1).reduce((acc, r) => sql`${acc} UNION ALL ${r}`, first)
-      const read = input.perHour
-        ? yield* sql<RollupRow>`SELECT at, event_count::text AS "eventCount", sum_value::text AS "sumValue",
-              max_value::text AS "maxValue", last_value::text AS "lastValue", last_at AS "lastAt",
-              last_identifier AS "lastIdentifier"
-            FROM (${rows}) AS r`
-        : // The latest row's last record is the latest of all (the rows' time spans are disjoint).
-          yield* sql<RollupRow>`SELECT min(at) AS at, sum(event_count)::text AS "eventCount",
-              sum(sum_value)::text AS "sumValue", max(max_value)::text AS "maxValue",
-              (array_agg(last_value ORDER BY at DESC))[1]::text AS "lastValue", max(last_at) AS "lastAt",
-              (array_agg(last_identifier ORDER BY at DESC))[1] AS "lastIdentifier"
-            FROM (${rows}) AS r
-            HAVING count(*) > 0`
-      // unique_count's distinct values of the whole hours (it reads no minute rows): per hour, or
-      // (folded) all of them, for the one folded partial.
-      const distinctByHour = new Map<number, Set<string>>()
-      const allDistinct = new Set<string>()
-      if (input.distinct && pieces.hours !== null) {
-        const values = input.perHour
-          ? yield* sql<{ readonly hour: Date | string | null; readonly value: string }>`SELECT hour, value
-              FROM ${sql(USAGE_DISTINCT)} WHERE ${ofSubscription} AND ${between("hour", pieces.hours)}`
-          : yield* sql<{ readonly hour: Date | string | null; readonly value: string }>`SELECT DISTINCT
-                NULL AS hour, value
-              FROM ${sql(USAGE_DISTINCT)} WHERE ${ofSubscription} AND ${between("hour", pieces.hours)}`
-        for (const v of values) {
-          if (v.hour === null) {
-            allDistinct.add(v.value)
-            continue
-          }
-          const at = asDate(v.hour).getTime()
-          const set = distinctByHour.get(at) ?? new Set<string>()
-          set.add(v.value)
-          distinctByHour.set(at, set)
-        }
-      }
-      for (const r of read) {
-        const at = asDate(r.at).getTime()
-        out.push({
-          at,
-          partial: partialOfRow(r, input.perHour ? (distinctByHour.get(at) ?? new Set()) : allDistinct)
-        })
-      }
-    }
-
-    // Raw pieces: each its own range scan through the index, aggregated in SQL.
     const raw = pieces.raw.map(
       ([lo, hi], i) =>
-        sql`SELECT ${sql.literal(String(i))} AS piece, occurred_at, value,
+        sql`SELECT ${sql.literal(String(i))} AS piece, occurred_at, identifier, value,
             ${input.distinct ? sql`unique_value` : sql`NULL::text`} AS unique_value
           FROM ${sql(USAGE_RECORDS)}
           WHERE ${ofSubscription} AND occurred_at >= ${new Date(lo)} AND occurred_at < ${new Date(hi)}`
     )
-    const firstRaw = raw[0]
-    if (firstRaw !== undefined) {
-      const records = raw.slice(1).reduce((acc, r) => sql`${acc} UNION ALL ${r}`, firstRaw)
-      const edges = yield* sql<EdgeRow>`SELECT piece, min(occurred_at) AS "firstAt",
-          count(*)::text AS "eventCount", sum(value)::text AS "sumValue", max(value)::text AS "maxValue",
-          array_agg(DISTINCT unique_value) FILTER (WHERE unique_value IS NOT NULL) AS uniques
-        FROM (${records}) AS edge
-        GROUP BY piece`
-      for (const e of edges) {
-        const span = pieces.raw[Number(e.piece)]
-        // The last record of the piece (only `last` needs it): backwards through the index, one row.
-        let last: LastValue | null = null
-        if (input.last && span !== undefined) {
-          const rows = yield* sql<LastRow>`SELECT value::text AS value, occurred_at AS "at", identifier
-            FROM ${sql(USAGE_RECORDS)}
-            WHERE ${ofSubscription} AND occurred_at >= ${new Date(span[0])} AND occurred_at < ${new Date(span[1])}
-            ORDER BY occurred_at DESC, identifier DESC LIMIT 1`
-          const row = rows[0]
-          if (row !== undefined)
-            last = { micros: microsOf(row.value), at: asDate(row.at).getTime(), identifier: row.identifier }
+    const unionAll = (parts: ReadonlyArray<Statement.Fragment>) =>
+      parts.slice(1).reduce((acc, r) => sql`${acc} UNION ALL ${r}`, parts[0] ?? sql`SELECT 1 WHERE false`)
+    const parts: Array<Statement.Fragment> = []
+    if (rollups.length > 0)
+      parts.push(
+        input.perHour
+          ? sql`(SELECT NULL::int AS piece, at, event_count::text AS "eventCount", sum_value::text AS "sumValue",
+                max_value::text AS "maxValue", last_value::text AS "lastValue", last_at AS "lastAt",
+                last_identifier AS "lastIdentifier", NULL::text[] AS uniques
+              FROM (${unionAll(rollups)}) AS r)`
+          : // The latest row's last record is the latest of all (the rows' time spans are disjoint).
+            sql`(SELECT NULL::int AS piece, min(at) AS at, sum(event_count)::text AS "eventCount",
+                sum(sum_value)::text AS "sumValue", max(max_value)::text AS "maxValue",
+                (array_agg(last_value ORDER BY at DESC))[1]::text AS "lastValue", max(last_at) AS "lastAt",
+                (array_agg(last_identifier ORDER BY at DESC))[1] AS "lastIdentifier", NULL::text[] AS uniques
+              FROM (${unionAll(rollups)}) AS r
+              HAVING count(*) > 0)`
+      )
+    if (raw.length > 0)
+      parts.push(
+        sql`(SELECT piece, min(occurred_at) AS at, count(*)::text AS "eventCount", sum(value)::text AS "sumValue",
+              max(value)::text AS "maxValue",
+              ${input.last ? sql`(array_agg(value ORDER BY occurred_at DESC, identifier DESC))[1]::text` : sql`NULL::text`} AS "lastValue",
+              max(occurred_at) AS "lastAt",
+              ${input.last ? sql`(array_agg(identifier ORDER BY occurred_at DESC, identifier DESC))[1]` : sql`NULL::text`} AS "lastIdentifier",
+              array_agg(DISTINCT unique_value) FILTER (WHERE unique_value IS NOT NULL) AS uniques
+            FROM (${unionAll(raw)}) AS edge
+            GROUP BY piece)`
+      )
+    if (parts.length === 0) return out
+    const rows = yield* sql<PartialRow>`${unionAll(parts)}`
+
+    // unique_count's distinct values of the whole hours (it reads no minute rows): per hour, or
+    // (folded) all of them, for the one folded partial.
+    const distinctByHour = new Map<number, Set<string>>()
+    const allDistinct = new Set<string>()
+    if (input.distinct && pieces.hours !== null) {
+      const values = input.perHour
+        ? yield* sql<{ readonly hour: Date | string | null; readonly value: string }>`SELECT hour, value
+            FROM ${sql(USAGE_DISTINCT)} WHERE ${ofSubscription} AND ${between("hour", pieces.hours)}`
+        : yield* sql<{ readonly hour: Date | string | null; readonly value: string }>`SELECT DISTINCT
+              NULL AS hour, value
+            FROM ${sql(USAGE_DISTINCT)} WHERE ${ofSubscription} AND ${between("hour", pieces.hours)}`
+      for (const v of values) {
+        if (v.hour === null) {
+          allDistinct.add(v.value)
+          continue
         }
-        out.push({
-          at: asDate(e.firstAt).getTime(),
-          partial: {
-            count: Number(e.eventCount),
-            sum: microsOf(e.sumValue),
-            max: microsOf(e.maxValue),
-            last,
-            distinct: new Set(pgTextArray(e.uniques))
-          }
-        })
+        const at = asDate(v.hour).getTime()
+        const set = distinctByHour.get(at) ?? new Set<string>()
+        set.add(v.value)
+        distinctByHour.set(at, set)
       }
+    }
+    for (const r of rows) {
+      const at = asDate(r.at).getTime()
+      const isRollup = r.piece === null
+      out.push({
+        at,
+        partial: {
+          count: Number(r.eventCount),
+          sum: microsOf(r.sumValue),
+          max: microsOf(r.maxValue),
+          last:
+            r.lastValue === null || r.lastAt === null || r.lastIdentifier === null
+              ? null
+              : {
+                  micros: microsOf(r.lastValue),
+                  at: asDate(r.lastAt).getTime(),
+                  identifier: r.lastIdentifier
+                },
+          distinct: isRollup
+            ? input.perHour
+              ? (distinctByHour.get(at) ?? new Set())
+              : allDistinct
+            : new Set(pgTextArray(r.uniques))
+        }
+      })
     }
     return out
   })
