@@ -12,6 +12,7 @@ import { defineProjection } from "../kernel/Projection.js"
 import {
   evolve,
   evolveInvoice,
+  type InvoiceState,
   InvoiceStateSchema,
   initialSubscriptionState,
   newInvoiceState,
@@ -41,43 +42,86 @@ const columns = (s: SubscriptionState) => ({
   updated_at: s.updatedAt
 })
 
+/** A row as the batch leaves it: its folded state, the stream version it is at, and whether it is new. */
+interface Folded<S> {
+  state: S
+  version: number
+  /**
+   * Created in this batch (folded from its first event): written with an upsert that only moves a
+   * row forward, so a batch applied again changes nothing.
+   */
+  readonly created: boolean
+  dirty: boolean
+}
+
 export const SubscriptionsProjection = defineProjection({
   name: "billing_subscriptions",
   tables: [SUBSCRIPTIONS, INVOICES],
   events: billingEventTypes,
+  // Folded per row: each subscription and invoice of the batch is read once (if it was not created
+  // in it), evolved through all its events in memory, and written once — a renewal's events cost
+  // one read and one write per row, not one of each per event.
   apply: (events, target) =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-      const subs = sql(target.table(SUBSCRIPTIONS))
-      const invoices = sql(target.table(INVOICES))
+      const subsTable = sql(target.table(SUBSCRIPTIONS))
+      const invoicesTable = sql(target.table(INVOICES))
+      const subs = new Map<string, Folded<SubscriptionState> | null>()
+      const invoices = new Map<string, Folded<InvoiceState> | null>()
+
+      const loadSubscription = (id: string) =>
+        Effect.gen(function* () {
+          if (subs.has(id)) return subs.get(id) ?? null
+          const rows = yield* sql<{ readonly state: unknown; readonly version: number }>`SELECT state, version
+              FROM ${subsTable} WHERE id = ${id}`
+          const row = rows[0]
+          const folded =
+            row === undefined
+              ? null
+              : { state: decodeState(row.state), version: row.version, created: false, dirty: false }
+          subs.set(id, folded)
+          return folded
+        })
+      const loadInvoice = (id: string) =>
+        Effect.gen(function* () {
+          if (invoices.has(id)) return invoices.get(id) ?? null
+          const rows = yield* sql<{ readonly state: unknown; readonly version: number }>`SELECT state, version
+              FROM ${invoicesTable} WHERE id = ${id}`
+          const row = rows[0]
+          const folded =
+            row === undefined
+              ? null
+              : { state: decodeInvoice(row.state), version: row.version, created: false, dirty: false }
+          invoices.set(id, folded)
+          return folded
+        })
+
       for (const e of events) {
+        const id = e.data.subscriptionId
         if (e.type === "billing.subscription_created") {
-          const s = evolve(initialSubscriptionState, e)
-          yield* sql`INSERT INTO ${subs} (id, customer_id, product_id, status, currency, current_period_start,
-                current_period_end, usage, usage_closed_before, test_clock_id, state, created_at, updated_at, version)
-              VALUES (${s.subscriptionId}, ${s.customerId}, ${s.productId}, ${s.status}, ${s.price.currency},
-                ${s.currentPeriodStart}, ${s.currentPeriodEnd}, ${usageOf(s)}::jsonb, ${s.usageClosedBefore},
-                ${s.testClockId}, ${JSON.stringify(encodeState(s))}::jsonb, ${s.createdAt}, ${s.updatedAt},
-                ${e.streamVersion})
-              ON CONFLICT (id) DO NOTHING`
+          if (subs.get(id)?.created === true) continue
+          subs.set(id, {
+            state: evolve(initialSubscriptionState, e),
+            version: e.streamVersion,
+            created: true,
+            dirty: true
+          })
           continue
         }
-        const rows = yield* sql<{ readonly state: unknown }>`SELECT state FROM ${subs}
-            WHERE id = ${e.data.subscriptionId} AND version < ${e.streamVersion}`
-        const row = rows[0]
-        if (row === undefined) continue
-        const next = evolve(decodeState(row.state), e)
-        yield* sql`UPDATE ${subs} SET ${sql.update(columns(next))}, usage = ${usageOf(next)}::jsonb,
-              version = ${e.streamVersion}
-            WHERE id = ${e.data.subscriptionId}`
+        const sub = yield* loadSubscription(id)
+        // Applied only where the row is below the event's stream version: a replay changes nothing.
+        if (sub === null || sub.version >= e.streamVersion) continue
+        sub.state = evolve(sub.state, e)
+        sub.version = e.streamVersion
+        sub.dirty = true
         if (e.type === "billing.invoice_created") {
-          const i = newInvoiceState(e.data, e.recordedAt)
-          yield* sql`INSERT INTO ${invoices} (id, subscription_id, customer_id, period_start, period_end, status,
-                total, state, created_at, updated_at, version)
-              VALUES (${i.invoiceId}, ${i.subscriptionId}, ${i.customerId}, ${i.periodStart}, ${i.periodEnd},
-                ${i.status}, ${i.total}, ${JSON.stringify(encodeInvoice(i))}::jsonb, ${i.createdAt},
-                ${i.updatedAt}, ${e.streamVersion})
-              ON CONFLICT (id) DO NOTHING`
+          if (invoices.get(e.data.invoiceId)?.created !== true)
+            invoices.set(e.data.invoiceId, {
+              state: newInvoiceState(e.data, e.recordedAt),
+              version: e.streamVersion,
+              created: true,
+              dirty: true
+            })
           continue
         }
         if (
@@ -85,15 +129,50 @@ export const SubscriptionsProjection = defineProjection({
           e.type === "billing.invoice_payment_failed" ||
           e.type === "billing.invoice_voided"
         ) {
-          const found = yield* sql<{ readonly state: unknown }>`SELECT state FROM ${invoices}
-              WHERE id = ${e.data.invoiceId} AND version < ${e.streamVersion}`
-          const invoice = found[0]
-          if (invoice === undefined) continue
-          const i = evolveInvoice(decodeInvoice(invoice.state), e, e.recordedAt)
-          yield* sql`UPDATE ${invoices} SET status = ${i.status}, state = ${JSON.stringify(encodeInvoice(i))}::jsonb,
-                updated_at = ${i.updatedAt}, version = ${e.streamVersion}
-              WHERE id = ${i.invoiceId}`
+          const invoice = yield* loadInvoice(e.data.invoiceId)
+          if (invoice === null || invoice.version >= e.streamVersion) continue
+          invoice.state = evolveInvoice(invoice.state, e, e.recordedAt)
+          invoice.version = e.streamVersion
+          invoice.dirty = true
         }
+      }
+
+      for (const sub of subs.values()) {
+        if (sub === null || !sub.dirty) continue
+        const s = sub.state
+        if (sub.created)
+          yield* sql`INSERT INTO ${subsTable} AS t (id, customer_id, product_id, status, currency,
+                current_period_start, current_period_end, usage, usage_closed_before, test_clock_id, state,
+                created_at, updated_at, version)
+              VALUES (${s.subscriptionId}, ${s.customerId}, ${s.productId}, ${s.status}, ${s.price.currency},
+                ${s.currentPeriodStart}, ${s.currentPeriodEnd}, ${usageOf(s)}::jsonb, ${s.usageClosedBefore},
+                ${s.testClockId}, ${JSON.stringify(encodeState(s))}::jsonb, ${s.createdAt}, ${s.updatedAt},
+                ${sub.version})
+              ON CONFLICT (id) DO UPDATE SET ${sql.update(columns(s))}, usage = EXCLUDED.usage,
+                version = EXCLUDED.version
+              WHERE t.version < EXCLUDED.version`
+        else
+          yield* sql`UPDATE ${subsTable} SET ${sql.update(columns(s))}, usage = ${usageOf(s)}::jsonb,
+                version = ${sub.version}
+              WHERE id = ${s.subscriptionId} AND version < ${sub.version}`
+      }
+      for (const invoice of invoices.values()) {
+        if (invoice === null || !invoice.dirty) continue
+        const i = invoice.state
+        if (invoice.created)
+          yield* sql`INSERT INTO ${invoicesTable} AS t (id, subscription_id, customer_id, period_start, period_end,
+                status, total, state, created_at, updated_at, version)
+              VALUES (${i.invoiceId}, ${i.subscriptionId}, ${i.customerId}, ${i.periodStart}, ${i.periodEnd},
+                ${i.status}, ${i.total}, ${JSON.stringify(encodeInvoice(i))}::jsonb, ${i.createdAt},
+                ${i.updatedAt}, ${invoice.version})
+              ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, state = EXCLUDED.state,
+                updated_at = EXCLUDED.updated_at, version = EXCLUDED.version
+              WHERE t.version < EXCLUDED.version`
+        else
+          yield* sql`UPDATE ${invoicesTable} SET status = ${i.status},
+                state = ${JSON.stringify(encodeInvoice(i))}::jsonb, updated_at = ${i.updatedAt},
+                version = ${invoice.version}
+              WHERE id = ${i.invoiceId} AND version < ${invoice.version}`
       }
     })
 })

@@ -19,7 +19,8 @@
  */
 import pg from "pg"
 
-const PREPARABLE = /^\s*(?:select|insert|update|delete|with)\b/i
+// A query may open with parentheses (`(SELECT …) UNION ALL (SELECT …)`).
+const PREPARABLE = /^[\s(]*(?:select|insert|update|delete|with)\b/i
 
 /** SQLSTATEs after which a named statement must be parsed again under another name. */
 const STALE_STATEMENT = new Set([

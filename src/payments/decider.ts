@@ -717,9 +717,9 @@ const record = (state: IntentState, key: string, outcome: ProcessorOutcome): Dec
   // Already recorded (the other of the request and the recovery worker got there first): nothing.
   if (op === undefined) return Effect.succeed([])
   const call = { ...ofIntent(state), paymentId: op.paymentId, idempotencyKey: key }
-  const mismatch: Decision = Effect.fail(
-    new UnexpectedOutcome({ idempotencyKey: key, outcome: outcome._tag })
-  )
+  // Built only when answered: an error captures a stack trace, and this runs for every outcome.
+  const mismatch = (): Decision =>
+    Effect.fail(new UnexpectedOutcome({ idempotencyKey: key, outcome: outcome._tag }))
   switch (op.kind) {
     case "authorize":
     case "authenticate":
@@ -751,7 +751,7 @@ const record = (state: IntentState, key: string, outcome: ProcessorOutcome): Dec
             })
           ])
         default:
-          return mismatch
+          return mismatch()
       }
     case "capture":
       switch (outcome._tag) {
@@ -762,7 +762,7 @@ const record = (state: IntentState, key: string, outcome: ProcessorOutcome): Dec
             OperationFailed.make({ ...call, code: outcome.code, message: outcome.message })
           ])
         default:
-          return mismatch
+          return mismatch()
       }
     case "void":
       switch (outcome._tag) {
@@ -780,7 +780,7 @@ const record = (state: IntentState, key: string, outcome: ProcessorOutcome): Dec
             OperationFailed.make({ ...call, code: outcome.code, message: outcome.message })
           ])
         default:
-          return mismatch
+          return mismatch()
       }
     case "refund": {
       const payment = state.payments.find((p) => p.paymentId === op.paymentId)
@@ -799,7 +799,7 @@ const record = (state: IntentState, key: string, outcome: ProcessorOutcome): Dec
             RefundFailed.make({ ...call, refundId: op.refundId, failureReason: outcome.message })
           ])
         default:
-          return mismatch
+          return mismatch()
       }
     }
   }
