@@ -12,6 +12,7 @@ import { SqlClient } from "@effect/sql"
 import { layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { expect } from "vitest"
+import { subscriptionReadModelFixture, sumPrice, uniqueMeter } from "../billing/usage/fixtures.js"
 import { apiKeyWith, call, uniqueEmail } from "../support/identity.js"
 import { fewestStatements, WiredHttp } from "../support/wire.js"
 
@@ -19,6 +20,10 @@ import { fewestStatements, WiredHttp } from "../support/wire.js"
 const POST_USER_CEILING = 5
 /** The customer read (the API key is cached). */
 const GET_USER_CEILING = 1
+/** A usage summary: the subscription, then its rollups and raw edges in one statement. */
+const USAGE_SUMMARY_CEILING = 2
+/** A usage record: BEGIN, the subscription locked, the identifier looked up, the append, the projection, COMMIT. */
+const USAGE_RECORD_CEILING = 6
 
 /** The statements of a steady-state `POST /user` with an API key holding write:customers. */
 const postUserStatements = Effect.gen(function* () {
@@ -74,5 +79,44 @@ layer(WiredHttp, { timeout: 120_000 })("statements per request", (it) => {
       const statements = yield* fewestStatements(5, read)
       expect(statements.length, statements.join("\n")).toBeLessThanOrEqual(GET_USER_CEILING)
     })
+  )
+  it.effect(
+    `POST /v1/usage sends at most ${USAGE_RECORD_CEILING} statements, GET /v1/usage at most ${USAGE_SUMMARY_CEILING}`,
+    () =>
+      Effect.gen(function* () {
+        const key = yield* apiKeyWith(["read:usage", "write:usage"])
+        const meter = uniqueMeter()
+        // This layer runs on the TestClock (the service's "now" is the epoch). A period starting off
+        // the hour and minute before it: the summary reads hours, minutes and raw edges.
+        const periodStart = new Date(-3 * 3_600_000 + 61_234)
+        const sub = yield* subscriptionReadModelFixture({
+          usage: sumPrice(meter),
+          periodStart,
+          periodEnd: new Date(30 * 24 * 3_600_000)
+        })
+        let n = 0
+        const record = Effect.suspend(() =>
+          call("POST", "/v1/usage", {
+            token: key.key,
+            json: {
+              subscriptionId: sub.id,
+              meter,
+              value: 2,
+              identifier: `count-${n++}`,
+              timestamp: new Date(periodStart.getTime() + n * 60_123).toISOString()
+            }
+          })
+        ).pipe(Effect.tap((r) => expect(r.status, r.text).toBe(201)))
+        yield* record
+        const recorded = yield* fewestStatements(5, record)
+        expect(recorded.length, recorded.join("\n")).toBeLessThanOrEqual(USAGE_RECORD_CEILING)
+        const summary = call("GET", `/v1/usage?subscriptionId=${sub.id}`, { token: key.key }).pipe(
+          Effect.tap((r) => expect(r.status, r.text).toBe(200)),
+          Effect.tap((r) => expect(r.body.eventCount).toBe(n))
+        )
+        yield* summary
+        const read = yield* fewestStatements(5, summary)
+        expect(read.length, read.join("\n")).toBeLessThanOrEqual(USAGE_SUMMARY_CEILING)
+      })
   )
 })

@@ -14,7 +14,14 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Either, Layer, ParseResult, Schema } from "effect"
 import type { AuthenticatedActor } from "../../http/Auth.js"
-import { BadRequest, Conflict, type ErrorDetail, NotFound, orDieUnlessHttp } from "../../http/errors.js"
+import {
+  BadRequest,
+  Conflict,
+  type ErrorDetail,
+  NotFound,
+  orDieUnlessHttp,
+  statusOfHttpError
+} from "../../http/errors.js"
 import { CommandRunner } from "../../kernel/CommandRunner.js"
 import * as Ids from "../../kernel/Ids.js"
 import { commandMetadata } from "../../kernel/UseCase.js"
@@ -373,7 +380,7 @@ export const makeUsage = Effect.gen(function* () {
           return failedItem(index, 500, { type: "api_error", code: "internal", message: "no outcome" })
         return Either.isRight(outcome)
           ? { index, status: outcome.right.replayed ? 200 : 201, record: outcome.right.record }
-          : failedItem(index, statusOf(outcome.left), outcome.left.error)
+          : failedItem(index, statusOfHttpError(outcome.left), outcome.left.error)
       })
       return {
         object: "usage_batch" as const,
@@ -486,9 +493,6 @@ export const makeUsage = Effect.gen(function* () {
   const usage: UsageShape = { record, recordBatch, summary }
   return usage
 })
-
-const statusOf = (e: HttpRefusal): number =>
-  e._tag === "BadRequest" ? 400 : e._tag === "NotFound" ? 404 : 409
 
 const failedItem = (index: number, status: number, error: ErrorDetail): UsageBatchItem => ({
   index,

@@ -256,8 +256,6 @@ export const checkRecord = (
 
 // --- The record aggregate -----------------------------------------------------------------------------
 
-export const isUsageStream = (streamId: string) => streamId.startsWith("usage-")
-
 export type UsageRecordData = (typeof UsageRecorded.schema)["Type"]
 
 export interface UsageRecordState {
