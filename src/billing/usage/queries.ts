@@ -271,39 +271,26 @@ export const rangePartials = (
       sql`${sql.literal(column)} >= ${new Date(lo)} AND ${sql.literal(column)} < ${new Date(hi)}`
 
     // ONE statement: the rollup rows (the whole hours and the whole minutes: per row, or folded into
-    // one), then one aggregate per raw piece. Each table is read by one branch (ranges ORed), which
-    // keeps the statement cheap to plan.
-    const anyOf = (column: "minute" | "occurred_at", spans: ReadonlyArray<Span>) =>
-      spans
-        .map(
-          ([lo, hi]) =>
-            sql`(${sql.literal(column)} >= ${new Date(lo)} AND ${sql.literal(column)} < ${new Date(hi)})`
-        )
-        .reduce((acc, r) => sql`${acc} OR ${r}`)
-    const rollups: Array<Statement.Fragment> = []
-    if (pieces.hours !== null)
-      rollups.push(sql`SELECT hour AS at, event_count, sum_value, max_value, last_value, last_at, last_identifier
-          FROM ${sql(USAGE_HOURLY)} WHERE ${ofSubscription} AND ${between("hour", pieces.hours)}`)
-    if (pieces.minutes.length > 0)
-      rollups.push(sql`SELECT minute AS at, event_count, sum_value, max_value, last_value, last_at,
-            last_identifier
-          FROM ${sql(USAGE_MINUTELY)} WHERE ${ofSubscription} AND (${anyOf("minute", pieces.minutes)})`)
-    // A raw record's piece: the first whose end is after it (the pieces are disjoint and ascending).
-    const pieceOf = pieces.raw
-      .slice(0, -1)
-      .reduceRight(
-        (acc, [, hi], i) =>
-          sql`CASE WHEN occurred_at < ${new Date(hi)} THEN ${sql.literal(String(i))} ELSE ${acc} END`,
-        sql.literal(String(pieces.raw.length - 1))
-      )
-    const raw =
-      pieces.raw.length === 0
+    // one), then one aggregate per raw piece. Each range is its own branch, so each is a precise
+    // index range scan (ranges ORed in one branch let the planner scan all of a subscription's rows).
+    const rollups = [
+      ...(pieces.hours === null
         ? []
-        : [
-            sql`SELECT ${pieceOf} AS piece, occurred_at, identifier, value,
-                ${input.distinct ? sql`unique_value` : sql`NULL::text`} AS unique_value
-              FROM ${sql(USAGE_RECORDS)} WHERE ${ofSubscription} AND (${anyOf("occurred_at", pieces.raw)})`
-          ]
+        : [{ table: USAGE_HOURLY, column: "hour" as const, span: pieces.hours }]),
+      ...pieces.minutes.map((span) => ({ table: USAGE_MINUTELY, column: "minute" as const, span }))
+    ].map(
+      ({ table, column, span }) =>
+        sql`SELECT ${sql.literal(column)} AS at, event_count, sum_value, max_value, last_value, last_at,
+            last_identifier
+          FROM ${sql(table)} WHERE ${ofSubscription} AND ${between(column, span)}`
+    )
+    const raw = pieces.raw.map(
+      ([lo, hi], i) =>
+        sql`SELECT ${sql.literal(String(i))} AS piece, occurred_at, identifier, value,
+            ${input.distinct ? sql`unique_value` : sql`NULL::text`} AS unique_value
+          FROM ${sql(USAGE_RECORDS)}
+          WHERE ${ofSubscription} AND occurred_at >= ${new Date(lo)} AND occurred_at < ${new Date(hi)}`
+    )
     const unionAll = (parts: ReadonlyArray<Statement.Fragment>) =>
       parts.slice(1).reduce((acc, r) => sql`${acc} UNION ALL ${r}`, parts[0] ?? sql`SELECT 1 WHERE false`)
     const parts: Array<Statement.Fragment> = []
