@@ -69,32 +69,27 @@ export const SubscriptionsProjection = defineProjection({
       const subs = new Map<string, Folded<SubscriptionState> | null>()
       const invoices = new Map<string, Folded<InvoiceState> | null>()
 
-      const loadSubscription = (id: string) =>
-        Effect.gen(function* () {
-          if (subs.has(id)) return subs.get(id) ?? null
-          const rows = yield* sql<{ readonly state: unknown; readonly version: number }>`SELECT state, version
-              FROM ${subsTable} WHERE id = ${id}`
-          const row = rows[0]
-          const folded =
-            row === undefined
-              ? null
-              : { state: decodeState(row.state), version: row.version, created: false, dirty: false }
-          subs.set(id, folded)
-          return folded
-        })
-      const loadInvoice = (id: string) =>
-        Effect.gen(function* () {
-          if (invoices.has(id)) return invoices.get(id) ?? null
-          const rows = yield* sql<{ readonly state: unknown; readonly version: number }>`SELECT state, version
-              FROM ${invoicesTable} WHERE id = ${id}`
-          const row = rows[0]
-          const folded =
-            row === undefined
-              ? null
-              : { state: decodeInvoice(row.state), version: row.version, created: false, dirty: false }
-          invoices.set(id, folded)
-          return folded
-        })
+      /** A row of `table` by id, read once per batch (null: no row); later calls answer the fold. */
+      const loader =
+        <S>(folds: Map<string, Folded<S> | null>, table: typeof subsTable, decode: (state: unknown) => S) =>
+        (id: string) =>
+          Effect.gen(function* () {
+            if (folds.has(id)) return folds.get(id) ?? null
+            const rows = yield* sql<{
+              readonly state: unknown
+              readonly version: number
+            }>`SELECT state, version
+                FROM ${table} WHERE id = ${id}`
+            const row = rows[0]
+            const folded =
+              row === undefined
+                ? null
+                : { state: decode(row.state), version: row.version, created: false, dirty: false }
+            folds.set(id, folded)
+            return folded
+          })
+      const loadSubscription = loader(subs, subsTable, decodeState)
+      const loadInvoice = loader(invoices, invoicesTable, decodeInvoice)
 
       for (const e of events) {
         const id = e.data.subscriptionId
