@@ -540,18 +540,13 @@ export const makePayments = Effect.gen(function* () {
               paymentMethod,
               clientSecretHash: hashSecret(clientSecret),
               processor: processor.name,
-              ...callKeyPrefixOf(actor, requestKey)
+              ...callKeyPrefixOf(actor, requestKey),
+              ...(confirmNow === undefined ? {} : { confirmPaymentId: confirmNow })
             },
             metadata
           )
           if (confirmNow === undefined) return { result, started: undefined }
-          const confirmed = yield* execute(
-            paymentIntentId,
-            { _tag: "Confirm", paymentMethod: null, paymentId: confirmNow },
-            metadata,
-            { state: result.state, version: result.version }
-          )
-          return { result, started: yield* arm(paymentIntentId, dueAt, confirmed) }
+          return { result, started: yield* arm(paymentIntentId, dueAt, result) }
         })
       )
       return { state: result.state, clientSecret, metadata, started }

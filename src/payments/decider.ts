@@ -259,6 +259,11 @@ export type PaymentCommand =
       readonly processor: string
       /** See `PaymentIntentCreated.callKeyPrefix`; absent: the intent's id. */
       readonly callKeyPrefix?: string
+      /**
+       * Confirm at once with the payment method given, as the payment this id names: the creation
+       * and the attempt's start are one decision (one append) — exactly `Create` then `Confirm`.
+       */
+      readonly confirmPaymentId?: string
     }
   /** `paymentId`: the id of the payment this confirmation creates (minted by the caller). */
   | { readonly _tag: "Confirm"; readonly paymentMethod: PaymentMethod | null; readonly paymentId: string }
@@ -809,8 +814,13 @@ const decide = (command: PaymentCommand, state: IntentState): Decision => {
   if (command._tag === "Create") {
     if (state.exists)
       return Effect.fail(new PaymentIntentAlreadyExists({ paymentIntentId: command.paymentIntentId }))
-    const { _tag, ...data } = command
-    return Effect.succeed([PaymentIntentCreated.make(data)])
+    const { _tag, confirmPaymentId, ...data } = command
+    const created = PaymentIntentCreated.make(data)
+    if (confirmPaymentId === undefined) return Effect.succeed([created])
+    return Effect.map(
+      confirm(evolve(state, created), { _tag: "Confirm", paymentMethod: null, paymentId: confirmPaymentId }),
+      (started) => [created, ...started]
+    )
   }
   if (!state.exists) return Effect.fail(new PaymentIntentNotFound({ paymentIntentId: "" }))
   switch (command._tag) {

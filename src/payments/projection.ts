@@ -29,9 +29,45 @@ export const PaymentsProjection = defineProjection({
       // changes of it) only when it is behind it, and the other rows change only when it did (a CTE).
       const ahead = (paymentIntentId: string, version: number) =>
         sql`payment_intent_id = ${paymentIntentId} AND version < ${version}`
-      for (const e of events) {
+      for (let index = 0; index < events.length; index++) {
+        const e = events[index]
+        if (e === undefined) continue
         const at = e.recordedAt
         const v = e.streamVersion
+        const next = events[index + 1]
+        if (
+          e.type === "payment_intent.created" &&
+          next?.type === "payment_intent.attempt_started" &&
+          next.streamId === e.streamId &&
+          next.streamVersion === v + 1 &&
+          next.data.abandonedPaymentId === undefined
+        ) {
+          // Created and confirmed in one command: the two events' rows in ONE statement, exactly as
+          // applying them one after the other would leave them (an intent row already there, at
+          // version 1, takes the attempt's changes; one at version 2 or beyond, nothing).
+          const d = e.data
+          const s = next.data
+          const nextAt = next.recordedAt
+          yield* sql`WITH i AS (
+              INSERT INTO ${intents} AS t (payment_intent_id, amount, currency, status, capture_method, customer_id,
+                description, payment_method, metadata, processor, call_key_prefix, created_at, updated_at, version,
+                latest_payment_id)
+              VALUES (${d.paymentIntentId}, ${d.amount}, ${d.currency}, 'processing', ${d.captureMethod},
+                ${d.customerId}, ${d.description}, ${json(s.paymentMethod)}::jsonb, ${JSON.stringify(d.metadata)}::jsonb,
+                ${d.processor}, ${d.callKeyPrefix ?? d.paymentIntentId}, ${at}, ${nextAt}, ${v + 1}, ${s.paymentId})
+              ON CONFLICT (payment_intent_id) DO UPDATE SET version = EXCLUDED.version, updated_at = EXCLUDED.updated_at,
+                status = 'processing', payment_method = EXCLUDED.payment_method, last_payment_error = NULL,
+                next_action = NULL, latest_payment_id = EXCLUDED.latest_payment_id
+              WHERE t.version < EXCLUDED.version
+              RETURNING payment_intent_id, customer_id, amount, currency, capture_method, processor, description, metadata)
+            INSERT INTO ${payments} (payment_id, payment_intent_id, customer_id, amount, currency, status,
+              capture_method, payment_method, processor, description, metadata, created_at, updated_at)
+            SELECT ${s.paymentId}, payment_intent_id, customer_id, amount, currency, 'pending', capture_method,
+              ${json(s.paymentMethod)}::jsonb, processor, description, metadata, ${nextAt}, ${nextAt} FROM i
+            ON CONFLICT (payment_id) DO NOTHING`
+          index++
+          continue
+        }
         switch (e.type) {
           case "payment_intent.created": {
             const d = e.data

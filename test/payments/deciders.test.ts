@@ -151,6 +151,22 @@ describe("payment intent state machine", () => {
     spec.givenState(created()).when(confirm("pay_1", null)).thenFails("PaymentMethodMissing")
   })
 
+  it("create with confirmPaymentId: one decision with exactly the events of create, then confirm", () => {
+    for (const fields of [
+      { paymentMethod: VISA },
+      { paymentMethod: VISA, captureMethod: "manual" as const }
+    ]) {
+      const once = spec.when(create({ ...fields, confirmPaymentId: "pay_1" }))
+      const alone = spec.when(create(fields))
+      const confirmed = spec.givenState(alone.state).when(confirm("pay_1", null))
+      expect(once.events).toEqual([...alone.events, ...confirmed.events])
+      expect(once.state).toEqual(confirmed.state)
+      expect(once.state.status).toBe("processing")
+    }
+    // No payment method to confirm with: nothing is created either.
+    spec.when(create({ confirmPaymentId: "pay_1" })).thenFails("PaymentMethodMissing")
+  })
+
   it("approved: succeeded with automatic capture, requires_capture with manual", () => {
     const auto = captured()
     expect(auto.status).toBe("succeeded")

@@ -1,11 +1,11 @@
 /**
  * What a confirmed payment costs in SQL statements, counted on the wire (test/support/wire.ts), so a
  * regression fails here before it shows in `npm run bench:payments`: `POST /v1/payments` (create +
- * confirm, captured at once) is TWO short transactions around the processor call — the intent
- * created and its call started (the safety net armed) in one, the outcome recorded (the safety net
- * disarmed) in the other — with no read of the intent's stream (each command decides on the state
- * the previous one left) and one projection statement per event. The test processor's own
- * statements (its idempotency records, outside both transactions) are counted apart.
+ * confirm, captured at once) is TWO short transactions of five statements around the processor call
+ * — the intent created and its call started in one decision (one append, one projection statement)
+ * with the safety net armed, then the outcome recorded with the safety net disarmed — with no read
+ * of the intent's stream (each command decides on the state the previous one left). The test
+ * processor's own statements (its idempotency records, outside both transactions) are counted apart.
  */
 import { layer } from "@effect/vitest"
 import { Effect } from "effect"
@@ -16,7 +16,7 @@ import { fewestStatements, WiredHttp } from "../support/wire.js"
 const isProcessor = (s: string) => s.includes("test_processor")
 
 layer(WiredHttp, { timeout: 120_000 })("payment statements", (it) => {
-  it.effect("POST /v1/payments: two transactions, 12 statements, no stream read", () =>
+  it.effect("POST /v1/payments: two transactions, 10 statements, no stream read", () =>
     Effect.gen(function* () {
       const key = (yield* apiKeyWith(["read:payments", "write:payments"])).key
       const pay = call("POST", "/v1/payments", {
@@ -35,10 +35,10 @@ layer(WiredHttp, { timeout: 120_000 })("payment statements", (it) => {
         service.filter((s) => s === "COMMIT"),
         listing
       ).toHaveLength(2)
-      // BEGIN, append (created), INSERT intent, append (attempt started), UPDATE intent + INSERT payment,
-      // arm the safety net, COMMIT; BEGIN, append (authorized + captured), UPDATE intent + payment,
-      // disarm the safety net, COMMIT.
-      expect(service.length, listing).toBeLessThanOrEqual(12)
+      // BEGIN, append (created + attempt started: one decision), INSERT intent + payment, arm the
+      // safety net, COMMIT; BEGIN, disarm the safety net, append (authorized + captured), UPDATE
+      // intent + payment, COMMIT.
+      expect(service.length, listing).toBeLessThanOrEqual(10)
       expect(
         service.filter((s) => s.includes("FROM event_store.events")),
         listing
@@ -46,7 +46,7 @@ layer(WiredHttp, { timeout: 120_000 })("payment statements", (it) => {
       expect(
         service.filter((s) => s.includes("event_store.append_command")),
         listing
-      ).toHaveLength(3)
+      ).toHaveLength(2)
       // The test processor: at most one statement for a new authorization.
       expect(all.filter(isProcessor).length, listing).toBeLessThanOrEqual(1)
     })
