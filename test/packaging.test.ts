@@ -672,3 +672,22 @@ describe(".dockerignore", () => {
     }
   })
 })
+
+describe("package.json benchmark scripts", () => {
+  it("run the service's code in-process with the node flags `npm start` runs it with", () => {
+    const scripts = object(object(JSON.parse(read("package.json")), "package.json").scripts, "scripts")
+    const start = String(scripts.start).split(/\s+/)
+    expect(start[0]).toBe("node")
+    const startFlags = start.slice(1, -1)
+    expect(startFlags.length).toBeGreaterThan(0)
+    const benches = Object.entries(scripts).filter(([name]) => name.startsWith("bench:"))
+    expect(benches.length).toBeGreaterThan(5)
+    for (const [name, command] of benches) {
+      const words = String(command).split(/\s+/)
+      // bench:http and bench:start spawn the service as `npm start` does (scripts/bench/procs.ts).
+      if (words[0] === "tsx" && (name === "bench:http" || name === "bench:start")) continue
+      expect(words.slice(0, 1 + startFlags.length), name).toEqual(["node", ...startFlags])
+      expect(words.slice(1 + startFlags.length, -1), name).toEqual(["--import", "tsx"])
+    }
+  })
+})
