@@ -236,7 +236,7 @@ const program = Effect.gen(function* () {
       "up to 1,000 placed orders in turn; target ≥ 0.6 × /health"
     ]
   ])
-  yield* Console.log(`orders placed: ${fmt(placed.length)}; load average at the end: ${loadAverage()}`)
+  yield* Console.log(`orders placed: ${fmt(placed.length)}`)
   yield* printFootnotes([
     ...healthRuns.map((m) => ["GET /health", m] as const),
     ...orderReads.map((m) => ["GET /v1/orders/:id", m] as const)

@@ -156,7 +156,6 @@ const program = Effect.gen(function* () {
       note
     ])
   ])
-  yield* Console.log(`load average at the end: ${loadAverage()}`)
   yield* printFootnotes(rows.flatMap(([label]) => of(label).map((m) => [label, m] as const)))
 })
 
