@@ -12,6 +12,10 @@
  *   horizon waits for it, as every subscription does).
  * - A lookup racing a change: a lookup stores what it read only if no change of its id was seen
  *   while it ran (it may have read the row before the change committed).
+ * - Concurrent misses of one id share ONE lookup (a hot product read by every client at once loads
+ *   its row once, not once per request): later requests await the first one's answer — unless the
+ *   id changed since it started, when the next request starts its own. When the first lookup fails,
+ *   each waiting request looks up for itself.
  * - A stalled poll (the database unreachable, a poll failing): past `maxPollAge` without a
  *   successful poll the cache is bypassed — every read goes to the database — until one succeeds.
  *
@@ -20,7 +24,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Duration, Effect, Option, Schedule, type Scope } from "effect"
+import { Clock, Deferred, Duration, Effect, Exit, FiberId, Option, Schedule, type Scope } from "effect"
 import { afterCommit } from "../db/Transaction.js"
 import { type Checkpoint, origin } from "../eventstore/Checkpoint.js"
 
@@ -66,10 +70,13 @@ export const makeReadCache = <V>(
     const maxPollAgeMs = Duration.toMillis(options.maxPollAge ?? Duration.seconds(5))
     const entries = new Map<string, V>()
     const inFlight = new Map<string, Set<Lookup>>()
+    /** The lookup other misses of an id await: its answer, or none when it failed. */
+    const leaders = new Map<string, Deferred.Deferred<Option.Option<Option.Option<V>>>>()
     let lastPolledAt: number | undefined
 
     const forget = (id: string) => {
       entries.delete(id)
+      leaders.delete(id)
       const lookups = inFlight.get(id)
       if (lookups !== undefined) for (const lookup of lookups) lookup.stale = true
     }
@@ -89,6 +96,14 @@ export const makeReadCache = <V>(
         if (!fresh(nowMs)) return load
         const hit = entries.get(id)
         if (hit !== undefined) return Effect.succeed(Option.some(hit))
+        const leader = leaders.get(id)
+        if (leader !== undefined)
+          return Effect.flatMap(
+            Deferred.await(leader),
+            Option.match({ onNone: () => load, onSome: (value) => Effect.succeed(value) })
+          )
+        const answer = Deferred.unsafeMake<Option.Option<Option.Option<V>>>(FiberId.none)
+        leaders.set(id, answer)
         const lookup: Lookup = { stale: false }
         const lookups = inFlight.get(id) ?? new Set<Lookup>()
         lookups.add(lookup)
@@ -97,6 +112,15 @@ export const makeReadCache = <V>(
           Effect.tap((value) => {
             if (Option.isSome(value) && !lookup.stale) store(id, value.value)
           }),
+          Effect.onExit((exit) =>
+            Effect.sync(() => {
+              if (leaders.get(id) === answer) leaders.delete(id)
+              Deferred.unsafeDone(
+                answer,
+                Exit.succeed(Exit.isSuccess(exit) ? Option.some(exit.value) : Option.none())
+              )
+            })
+          ),
           Effect.ensuring(
             Effect.sync(() => {
               lookups.delete(lookup)

@@ -2,7 +2,7 @@
  * The read cache (kernel/ReadCache.ts): hits cost no lookup; this process's changes drop an entry
  * when their transaction commits (never kept across a rollback's old value either); a lookup racing
  * a change does not store what it read; other processes' appends to the cached streams drop entries
- * through the event store poll; capacity bounds it.
+ * through the event store poll; concurrent misses share one lookup; capacity bounds it.
  */
 import { SqlClient } from "@effect/sql"
 import { layer } from "@effect/vitest"
@@ -104,6 +104,60 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("ReadCach
       expect(yield* cache.get("d", load)).toEqual(Option.some("thing 1"))
       expect(calls.count).toBe(1)
     })
+  )
+
+  it.scoped(
+    "concurrent misses of one id share one lookup; after a change, or a failure, requests look up anew",
+    () =>
+      Effect.gen(function* () {
+        const cache = yield* cacheOf()
+        const gate = yield* Deferred.make<void>()
+        const calls = { count: 0 }
+        const gated = Effect.gen(function* () {
+          const n = ++calls.count
+          yield* Deferred.await(gate)
+          return Option.some(`row ${n}`)
+        })
+        // 50 requests for one id at once: one lookup, everyone gets its answer.
+        const herd = yield* Effect.fork(
+          Effect.all(
+            Array.from({ length: 50 }, () => cache.get("h", gated)),
+            { concurrency: "unbounded" }
+          )
+        )
+        yield* Effect.yieldNow()
+        yield* Deferred.succeed(gate, undefined)
+        expect(new Set((yield* Fiber.join(herd)).map(Option.getOrNull))).toEqual(new Set(["row 1"]))
+        expect(calls.count).toBe(1)
+
+        // A change while a lookup runs: a request after it does not take the older answer.
+        const started = yield* Deferred.make<void>()
+        const proceed = yield* Deferred.make<void>()
+        const slow = Effect.gen(function* () {
+          yield* Deferred.succeed(started, undefined)
+          yield* Deferred.await(proceed)
+          return Option.some("before the change")
+        })
+        const first = yield* Effect.fork(cache.get("i", slow))
+        yield* Deferred.await(started)
+        yield* cache.changed("i")
+        expect(yield* cache.get("i", Effect.succeed(Option.some("after the change")))).toEqual(
+          Option.some("after the change")
+        )
+        yield* Deferred.succeed(proceed, undefined)
+        expect(yield* Fiber.join(first)).toEqual(Option.some("before the change"))
+
+        // The first lookup fails: the request waiting on it looks up for itself.
+        const failing = yield* Deferred.make<void>()
+        const broken = Effect.flatMap(Deferred.await(failing), () => Effect.fail("database down" as const))
+        const leader = yield* Effect.fork(Effect.either(cache.get("j", broken)))
+        yield* Effect.yieldNow()
+        const follower = yield* Effect.fork(cache.get("j", Effect.succeed(Option.some("looked up again"))))
+        yield* Effect.yieldNow()
+        yield* Deferred.succeed(failing, undefined)
+        expect((yield* Fiber.join(leader))._tag).toBe("Left")
+        expect(yield* Fiber.join(follower)).toEqual(Option.some("looked up again"))
+      })
   )
 
   it.scoped("another process's append to a cached stream drops the entry within a poll", () =>
