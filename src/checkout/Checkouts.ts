@@ -32,7 +32,7 @@ import type { EventMetadata } from "../eventstore/EventStore.js"
 import { isShredded } from "../eventstore/EventType.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
 import { BadRequest, Conflict, NotFound, ServiceUnavailable } from "../http/errors.js"
-import { CommandRunner } from "../kernel/CommandRunner.js"
+import { CommandRunner, type LoadedAggregate } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import { metadataProblem } from "../kernel/Metadata.js"
 import * as Time from "../kernel/Time.js"
@@ -244,10 +244,17 @@ export const makeCheckouts = Effect.gen(function* () {
   const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.provideService(effect, SqlClient.SqlClient, sql)
 
-  const execute = (checkoutId: string, command: CheckoutCommand, metadata: EventMetadata) =>
+  /** `loaded`: the stream as the caller just read it (saves reading it again; a retry reads it). */
+  const execute = (
+    checkoutId: string,
+    command: CheckoutCommand,
+    metadata: EventMetadata,
+    loaded?: LoadedAggregate<CheckoutState>
+  ) =>
     runner.execute(CheckoutDecider, checkoutStream(checkoutId), command, {
       metadata,
-      newStream: command._tag === "Create"
+      newStream: command._tag === "Create",
+      ...(loaded === undefined ? {} : { loaded })
     })
 
   const load = (checkoutId: string) =>
@@ -269,7 +276,9 @@ export const makeCheckouts = Effect.gen(function* () {
     runner.transact(
       Effect.gen(function* () {
         yield* lockCheckout(sql, checkoutId)
-        const state = yield* load(checkoutId)
+        // Read under the row lock: the command below decides on it without reading the stream again.
+        const loaded = yield* runner.load(CheckoutDecider, checkoutStream(checkoutId))
+        const state = loaded.state
         if (!state.exists) return yield* new CheckoutNotFound({ checkoutId })
         if (state.status === "complete") return state
         if (state.status === "expired")
@@ -285,7 +294,7 @@ export const makeCheckouts = Effect.gen(function* () {
           paid = { intent: intent.value }
         }
         const orderId = orderIdOf(checkoutId)
-        const result = yield* execute(checkoutId, { _tag: "Complete", orderId }, metadata)
+        const result = yield* execute(checkoutId, { _tag: "Complete", orderId }, metadata, loaded)
         yield* catalog.convertToOrder(checkoutId, orderId, metadata)
         yield* orders.place(
           {
@@ -345,7 +354,9 @@ export const makeCheckouts = Effect.gen(function* () {
     runner.transact(
       Effect.gen(function* () {
         yield* lockCheckout(sql, checkoutId)
-        const state = yield* load(checkoutId)
+        // Read under the row lock: the command below decides on it without reading the stream again.
+        const loaded = yield* runner.load(CheckoutDecider, checkoutStream(checkoutId))
+        const state = loaded.state
         if (!state.exists) return yield* new CheckoutNotFound({ checkoutId })
         if (state.status === "expired") return state
         const result = yield* execute(checkoutId, { _tag: "Expire" }, metadata)
