@@ -257,6 +257,14 @@ export const makeCheckouts = Effect.gen(function* () {
       ...(loaded === undefined ? {} : { loaded })
     })
 
+  /**
+   * The checkout's row lock, then its stream, for a command that decides on it without reading it
+   * again (`execute`'s `loaded`). Should a writer that skips the lock move the stream meanwhile, the
+   * append's expected version refuses the command and the owning transaction runs again.
+   */
+  const lockedLoad = (checkoutId: string) =>
+    Effect.zipRight(lockCheckout(sql, checkoutId), runner.load(CheckoutDecider, checkoutStream(checkoutId)))
+
   const load = (checkoutId: string) =>
     Effect.map(runner.load(CheckoutDecider, checkoutStream(checkoutId)), ({ state }) => state)
 
@@ -275,9 +283,7 @@ export const makeCheckouts = Effect.gen(function* () {
   const complete = (checkoutId: string, metadata: EventMetadata) =>
     runner.transact(
       Effect.gen(function* () {
-        yield* lockCheckout(sql, checkoutId)
-        // Read under the row lock: the command below decides on it without reading the stream again.
-        const loaded = yield* runner.load(CheckoutDecider, checkoutStream(checkoutId))
+        const loaded = yield* lockedLoad(checkoutId)
         const state = loaded.state
         if (!state.exists) return yield* new CheckoutNotFound({ checkoutId })
         if (state.status === "complete") return state
@@ -353,13 +359,11 @@ export const makeCheckouts = Effect.gen(function* () {
   const expireNow = (checkoutId: string, metadata: EventMetadata) =>
     runner.transact(
       Effect.gen(function* () {
-        yield* lockCheckout(sql, checkoutId)
-        // Read under the row lock: the command below decides on it without reading the stream again.
-        const loaded = yield* runner.load(CheckoutDecider, checkoutStream(checkoutId))
+        const loaded = yield* lockedLoad(checkoutId)
         const state = loaded.state
         if (!state.exists) return yield* new CheckoutNotFound({ checkoutId })
         if (state.status === "expired") return state
-        const result = yield* execute(checkoutId, { _tag: "Expire" }, metadata)
+        const result = yield* execute(checkoutId, { _tag: "Expire" }, metadata, loaded)
         yield* catalog.release(checkoutId, metadata)
         return result.state
       })
