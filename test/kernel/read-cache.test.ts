@@ -23,6 +23,18 @@ const countingLoad = () => {
   return { calls, load }
 }
 
+/** A lookup that tells when it has started and answers `answer` only once let through (`proceed`). */
+const gatedLookup = <A, E>(answer: Effect.Effect<A, E>) =>
+  Effect.gen(function* () {
+    const started = yield* Deferred.make<void>()
+    const proceed = yield* Deferred.make<void>()
+    const lookup = Deferred.succeed(started, undefined).pipe(
+      Effect.zipRight(Deferred.await(proceed)),
+      Effect.zipRight(answer)
+    )
+    return { started, proceed, lookup }
+  })
+
 const cacheOf = (capacity = 100) =>
   makeReadCache<string>({
     name: "things",
@@ -88,17 +100,11 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("ReadCach
   it.scoped("a lookup that a change overtook does not store what it read", () =>
     Effect.gen(function* () {
       const cache = yield* cacheOf()
-      const started = yield* Deferred.make<void>()
-      const proceed = yield* Deferred.make<void>()
-      const slow = Effect.gen(function* () {
-        yield* Deferred.succeed(started, undefined)
-        yield* Deferred.await(proceed)
-        return Option.some("old row")
-      })
-      const fiber = yield* Effect.fork(cache.get("d", slow))
-      yield* Deferred.await(started)
+      const slow = yield* gatedLookup(Effect.succeed(Option.some("old row")))
+      const fiber = yield* Effect.fork(cache.get("d", slow.lookup))
+      yield* Deferred.await(slow.started)
       yield* cache.changed("d")
-      yield* Deferred.succeed(proceed, undefined)
+      yield* Deferred.succeed(slow.proceed, undefined)
       expect(yield* Fiber.join(fiber)).toEqual(Option.some("old row"))
       const { calls, load } = countingLoad()
       expect(yield* cache.get("d", load)).toEqual(Option.some("thing 1"))
@@ -111,50 +117,39 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("ReadCach
     () =>
       Effect.gen(function* () {
         const cache = yield* cacheOf()
-        const gate = yield* Deferred.make<void>()
         const calls = { count: 0 }
-        const gated = Effect.gen(function* () {
-          const n = ++calls.count
-          yield* Deferred.await(gate)
-          return Option.some(`row ${n}`)
-        })
+        const gated = yield* gatedLookup(Effect.sync(() => Option.some(`row ${++calls.count}`)))
         // 50 requests for one id at once: one lookup, everyone gets its answer.
         const herd = yield* Effect.fork(
           Effect.all(
-            Array.from({ length: 50 }, () => cache.get("h", gated)),
+            Array.from({ length: 50 }, () => cache.get("h", gated.lookup)),
             { concurrency: "unbounded" }
           )
         )
+        yield* Deferred.await(gated.started)
         yield* Effect.yieldNow()
-        yield* Deferred.succeed(gate, undefined)
+        yield* Deferred.succeed(gated.proceed, undefined)
         expect(new Set((yield* Fiber.join(herd)).map(Option.getOrNull))).toEqual(new Set(["row 1"]))
         expect(calls.count).toBe(1)
 
         // A change while a lookup runs: a request after it does not take the older answer.
-        const started = yield* Deferred.make<void>()
-        const proceed = yield* Deferred.make<void>()
-        const slow = Effect.gen(function* () {
-          yield* Deferred.succeed(started, undefined)
-          yield* Deferred.await(proceed)
-          return Option.some("before the change")
-        })
-        const first = yield* Effect.fork(cache.get("i", slow))
-        yield* Deferred.await(started)
+        const slow = yield* gatedLookup(Effect.succeed(Option.some("before the change")))
+        const first = yield* Effect.fork(cache.get("i", slow.lookup))
+        yield* Deferred.await(slow.started)
         yield* cache.changed("i")
         expect(yield* cache.get("i", Effect.succeed(Option.some("after the change")))).toEqual(
           Option.some("after the change")
         )
-        yield* Deferred.succeed(proceed, undefined)
+        yield* Deferred.succeed(slow.proceed, undefined)
         expect(yield* Fiber.join(first)).toEqual(Option.some("before the change"))
 
         // The first lookup fails: the request waiting on it looks up for itself.
-        const failing = yield* Deferred.make<void>()
-        const broken = Effect.flatMap(Deferred.await(failing), () => Effect.fail("database down" as const))
-        const leader = yield* Effect.fork(Effect.either(cache.get("j", broken)))
-        yield* Effect.yieldNow()
+        const broken = yield* gatedLookup(Effect.fail("database down" as const))
+        const leader = yield* Effect.fork(Effect.either(cache.get("j", broken.lookup)))
+        yield* Deferred.await(broken.started)
         const follower = yield* Effect.fork(cache.get("j", Effect.succeed(Option.some("looked up again"))))
         yield* Effect.yieldNow()
-        yield* Deferred.succeed(failing, undefined)
+        yield* Deferred.succeed(broken.proceed, undefined)
         expect((yield* Fiber.join(leader))._tag).toBe("Left")
         expect(yield* Fiber.join(follower)).toEqual(Option.some("looked up again"))
       })
