@@ -151,13 +151,11 @@ export const makeCatalog = Effect.gen(function* () {
 
   const execute = (productId: string, command: ProductCommand, actor: AuthenticatedActor) =>
     Effect.flatMap(commandMetadata(actor), (metadata) =>
-      runner
-        .execute(ProductDecider, productStream(productId), command, {
-          metadata,
-          // A creation's id was minted just before: there is no stream to read.
-          newStream: command._tag === "Create"
-        })
-        .pipe(Effect.tap(() => cache.changed(productId)))
+      runner.execute(ProductDecider, productStream(productId), command, {
+        metadata,
+        // A creation's id was minted just before: there is no stream to read.
+        newStream: command._tag === "Create"
+      })
     )
 
   /** Refuses a SKU another product holds (under the SKU's lock: see `skuTaken`). */

@@ -1,8 +1,9 @@
 /**
  * The products `GET /v1/products/:id` answers from memory (kernel/ReadCache.ts): each as its JSON
- * bytes and its status (shoppers see only active ones). The catalog's use cases and port report
- * every product they change (`changed`, after the command, in its transaction); other processes'
- * changes arrive through the cache's event-store poll.
+ * bytes and its status (shoppers see only active ones). Every append to a product's stream drops
+ * its entry (the event store tells the cache, in the appending transaction: the catalog's use cases,
+ * the reservations of checkouts); other processes' changes arrive through the cache's event-store
+ * poll.
  */
 import { Context, Layer } from "effect"
 import { makeReadCache, type ReadCache } from "../kernel/ReadCache.js"

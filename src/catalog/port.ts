@@ -10,7 +10,6 @@ import { Effect, Either, Layer, Option } from "effect"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
-import { ProductCache } from "./cache.js"
 import { heldBy, type ProductCommand, ProductDecider, type ProductError, productStream } from "./decider.js"
 import {
   CatalogPort,
@@ -76,12 +75,9 @@ const lineError = (line: SummedLine, error: ProductError) => {
 export const makeCatalogPort = Effect.gen(function* () {
   const runner = yield* CommandRunner
   const sql = yield* SqlClient.SqlClient
-  const cache = yield* ProductCache
 
   const run = (productId: string, command: ProductCommand, metadata: EventMetadata) =>
-    runner
-      .execute(ProductDecider, productStream(productId), command, { metadata })
-      .pipe(Effect.tap(() => cache.changed(productId)))
+    runner.execute(ProductDecider, productStream(productId), command, { metadata })
 
   /**
    * Runs a command on each product, in id order. A decider refusal here cannot happen for the

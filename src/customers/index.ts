@@ -10,6 +10,7 @@ import type { EventMetadata } from "../eventstore/EventStore.js"
 import type { CommandError } from "../kernel/CommandRunner.js"
 import type { CustomerError } from "./decider.js"
 
+export { customerStream } from "./decider.js"
 export * from "./events.js"
 export { type AddressRow, type CustomerRow, customerEmailHolders, findCustomer } from "./queries.js"
 

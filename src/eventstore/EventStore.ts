@@ -10,6 +10,7 @@ import { UUID_PATTERN, uuidv7FromMillis } from "../base/Uuid.js"
 import { executeInTransaction, textArray, withTransactionState } from "../db/Sql.js"
 import { reportConflict } from "../db/Transaction.js"
 import { AppendSignal } from "./AppendSignal.js"
+import { AppendWatchers } from "./AppendWatchers.js"
 import type { Checkpoint } from "./Checkpoint.js"
 import { type AnyEventType, EVENT_TYPE_NAME, isShredded } from "./EventType.js"
 import {
@@ -350,6 +351,7 @@ export const makeEventStore = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const keyring = yield* Keyring
   const signal = yield* AppendSignal
+  const watchers = yield* AppendWatchers
   const streamBatch = sql.literal(batchText("stream_version"))
   const feedBatch = sql.literal(batchText("transaction_id, global_position"))
   const streamsBatch = sql.literal(batchText("stream_id, stream_version"))
@@ -707,10 +709,14 @@ export const makeEventStore = Effect.gen(function* () {
    * is simply reused by the next append for that subject, and an erasure that commits in between
    * leaves data under a destroyed key — unreadable, i.e. already shredded.
    */
-  const joinOrStandalone = <A>(once: Effect.Effect<A, AppendError | SqlError>) =>
+  const joinOrStandalone = <A>(
+    inputs: ReadonlyArray<AppendInput>,
+    once: Effect.Effect<A, AppendError | SqlError>
+  ) =>
     withTransactionState((joined) =>
       joined
         ? once.pipe(
+            Effect.tap(() => watchers.appended(inputs)),
             Effect.tap(() => signal.notifyAfterCommit),
             // The owner retries the whole transaction: tell it even when the caller swallows this.
             Effect.tapError((e) =>
@@ -721,15 +727,16 @@ export const makeEventStore = Effect.gen(function* () {
           )
         : once.pipe(
             Effect.retry({ while: (e) => e._tag === "StreamOrderingConflict", schedule: orderingRetry }),
+            Effect.tap(() => watchers.appended(inputs)),
             Effect.tap(() => signal.notify)
           )
     )
 
   const store: EventStoreShape = {
-    append: (input) => joinOrStandalone(appendOnce(input)),
+    append: (input) => joinOrStandalone([input], appendOnce(input)),
 
     appendMany: (inputs) =>
-      inputs.length === 0 ? Effect.succeed([]) : joinOrStandalone(appendManyOnce(inputs)),
+      inputs.length === 0 ? Effect.succeed([]) : joinOrStandalone(inputs, appendManyOnce(inputs)),
 
     readStream: (streamId, options) =>
       Effect.gen(function* () {

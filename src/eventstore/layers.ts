@@ -4,6 +4,7 @@ import { DatabaseLive } from "../db/Database.js"
 import { migrate } from "../db/Migrations.js"
 import { retryWhileUnreachable } from "../db/Reachability.js"
 import { AppendSignalLive } from "./AppendSignal.js"
+import { AppendWatchersLive } from "./AppendWatchers.js"
 import { EventStoreLive } from "./EventStore.js"
 import { KeyringLive } from "./Keyring.js"
 
@@ -16,7 +17,7 @@ export const MigrationsLive = Layer.effectDiscard(
 
 /** Event store services over an already-migrated database. */
 export const EventStoreServicesLive = EventStoreLive.pipe(
-  Layer.provideMerge(Layer.merge(KeyringLive, AppendSignalLive))
+  Layer.provideMerge(Layer.mergeAll(KeyringLive, AppendSignalLive, AppendWatchersLive))
 )
 
 /**

@@ -2,9 +2,13 @@
  * A bounded in-process cache of read-model lookups by aggregate id, for the hottest reads (a
  * product by id, answered by a fast route): a hit costs no SQL at all. What keeps it right:
  *
- * - This process's writes: the context calls `changed(id)` in the writing transaction; the entry is
- *   dropped once it commits (an after-commit step, before the write's response is sent), so a
- *   client reads its own writes.
+ * - This process's writes: every append to a stream of `streamPrefix` drops its entry (told by the
+ *   event store, eventstore/AppendWatchers.ts, whoever appended), and a context may call
+ *   `changed(id)` in a writing transaction for a change it makes without an append. Either way the
+ *   entry is dropped at once and again once the transaction commits (an after-commit step, before
+ *   the write's response is sent), so a client reads its own writes.
+ * - Changes that reach many entries at once (`clearOn`: a customer's erasure anonymizes all their
+ *   orders) drop every entry, the same two ways.
  * - Other processes' writes: every `pollInterval` a gap-safe read of the event store (the same
  *   (transaction id, position) horizon as every subscription) lists the streams of `streamPrefix`
  *   that changed since the last poll, and their entries are dropped. Another process's write shows
@@ -26,6 +30,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Deferred, Duration, Effect, Exit, FiberId, Option, Schedule, type Scope } from "effect"
 import { afterCommit } from "../db/Transaction.js"
+import { AppendWatchers } from "../eventstore/AppendWatchers.js"
 import { type Checkpoint, origin } from "../eventstore/Checkpoint.js"
 
 export interface ReadCache<V> {
@@ -34,7 +39,10 @@ export interface ReadCache<V> {
     id: string,
     load: Effect.Effect<Option.Option<V>, E, R>
   ) => Effect.Effect<Option.Option<V>, E, R>
-  /** `id` changed in the surrounding transaction: its entry goes once that commits (at once outside one). */
+  /**
+   * `id` changed in the surrounding transaction without an append to its stream (appends are seen by
+   * the cache itself): its entry goes now and once that commits (at once outside one).
+   */
   readonly changed: (id: string) => Effect.Effect<void>
   /** Entries held now. */
   readonly size: () => number
@@ -49,6 +57,8 @@ export interface ReadCacheOptions {
   readonly capacity: number
   /** The streams whose changes drop entries: `<prefix><id>` (e.g. `product-`). */
   readonly streamPrefix: string
+  /** Events (of streams of `streamPrefix`, of type `eventType`) after which every entry goes. */
+  readonly clearOn?: ReadonlyArray<{ readonly streamPrefix: string; readonly eventType: string }>
   readonly pollInterval?: Duration.DurationInput
   /** Without a successful poll for this long, the cache is bypassed. */
   readonly maxPollAge?: Duration.DurationInput
@@ -63,9 +73,11 @@ const POLL_BATCH = 1_000
 
 export const makeReadCache = <V>(
   options: ReadCacheOptions
-): Effect.Effect<ReadCache<V>, SqlError, SqlClient.SqlClient | Scope.Scope> =>
+): Effect.Effect<ReadCache<V>, SqlError, SqlClient.SqlClient | AppendWatchers | Scope.Scope> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
+    const watchers = yield* AppendWatchers
+    const clearOn = options.clearOn ?? []
     const pollInterval = Duration.decode(options.pollInterval ?? Duration.millis(250))
     const maxPollAgeMs = Duration.toMillis(options.maxPollAge ?? Duration.seconds(5))
     const entries = new Map<string, V>()
@@ -79,6 +91,12 @@ export const makeReadCache = <V>(
       leaders.delete(id)
       const lookups = inFlight.get(id)
       if (lookups !== undefined) for (const lookup of lookups) lookup.stale = true
+    }
+
+    const forgetAll = () => {
+      entries.clear()
+      leaders.clear()
+      for (const lookups of inFlight.values()) for (const lookup of lookups) lookup.stale = true
     }
 
     const store = (id: string, value: V) => {
@@ -130,21 +148,30 @@ export const makeReadCache = <V>(
         )
       })
 
-    const changed = (id: string) =>
-      Effect.zipRight(
-        // Now as well: a lookup running during the transaction may read the old row after this.
-        Effect.sync(() => forget(id)),
-        afterCommit(
-          `read-cache:${options.name}:${id}`,
-          Effect.sync(() => forget(id))
-        )
-      )
+    /** Drops now (a lookup running during the transaction may read the old row after this) and on commit. */
+    const dropping = (key: string, drop: () => void) =>
+      Effect.zipRight(Effect.sync(drop), afterCommit(`read-cache:${options.name}:${key}`, Effect.sync(drop)))
+
+    const changed = (id: string) => dropping(id, () => forget(id))
+
+    yield* watchers.watch({
+      streamPrefix: options.streamPrefix,
+      appended: (streamId) => changed(streamId.slice(options.streamPrefix.length))
+    })
+    for (const rule of clearOn) {
+      yield* watchers.watch({
+        streamPrefix: rule.streamPrefix,
+        eventTypes: new Set([rule.eventType]),
+        appended: () => dropping("*", forgetAll)
+      })
+    }
 
     // Other processes' writes: the streams changed behind the gap-safe horizon since the last poll.
     let checkpoint: Checkpoint = origin
     const readChanges = (after: Checkpoint) =>
-      sql<{ streamId: string; xid: string; position: string }>`
-        SELECT stream_id AS "streamId", transaction_id::text AS xid, global_position::text AS position
+      sql<{ streamId: string; type: string; xid: string; position: string }>`
+        SELECT stream_id AS "streamId", event_type AS type, transaction_id::text AS xid,
+               global_position::text AS position
           FROM event_store.events
          WHERE (transaction_id, global_position) > (${after.xid}::xid8, ${after.position})
            AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
@@ -157,6 +184,10 @@ export const makeReadCache = <V>(
         for (const row of rows) {
           if (row.streamId.startsWith(options.streamPrefix))
             forget(row.streamId.slice(options.streamPrefix.length))
+          else if (
+            clearOn.some((rule) => rule.eventType === row.type && row.streamId.startsWith(rule.streamPrefix))
+          )
+            forgetAll()
         }
         const last = rows[rows.length - 1]
         if (last !== undefined) checkpoint = { xid: last.xid, position: Number(last.position) }

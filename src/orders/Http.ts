@@ -28,5 +28,5 @@ export const OrdersHttpLive = HttpApiBuilder.group(OrdersRoutes, "orders", (hand
 export const OrdersFastRoutes = Effect.gen(function* () {
   const orders = yield* Orders
   const encode = encodeJson(OrderObject)
-  return [yield* fastGet("/v1/orders/:id", (actor, id) => Effect.map(orders.get(actor, id), encode))]
+  return [yield* fastGet("/v1/orders/:id", (actor, id) => orders.getEncoded(actor, id, encode))]
 })

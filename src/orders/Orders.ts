@@ -17,6 +17,7 @@ import { commandMetadata, makeTransact } from "../kernel/UseCase.js"
 import type { PaymentsPort } from "../payments/index.js"
 import { DueWork } from "../processors/DueWork.js"
 import type { CancelRequest, FulfillRequest, OrderListParams, RefundRequest } from "./Api.js"
+import { type CachedOrder, OrderCache } from "./cache.js"
 import {
   FulfillmentNotFound,
   FulfillmentQuantityExceeded,
@@ -40,7 +41,7 @@ const notFound = NotFound.of({ message: "No such order", param: "id" })
 const isShopper = (actor: AuthenticatedActor) => actor.role === "customer"
 
 /** Staff see every order; a shopper only their own (another's: 404). */
-const visible = (actor: AuthenticatedActor, order: OrderObject) =>
+const visible = (actor: AuthenticatedActor, order: { readonly customerId: string | null }) =>
   !isShopper(actor) || (order.customerId !== null && order.customerId === actor.customerId)
 
 /** One mapper for the decider's refusals. */
@@ -99,6 +100,7 @@ export const makeOrders = Effect.gen(function* () {
   const catalog = yield* CatalogPort
   const work = yield* DueWork
   const services = yield* Effect.context<PaymentsPort | AppConfig>()
+  const cache = yield* OrderCache
 
   /** Malformed and foreign-prefixed ids are unknown ids: 404. */
   const validId = (id: string) => (Ids.isValid("ord", id) ? Effect.succeed(id) : Effect.fail(notFound))
@@ -110,6 +112,25 @@ export const makeOrders = Effect.gen(function* () {
       if (Option.isNone(found) || !visible(actor, found.value)) return yield* notFound
       return found.value
     }).pipe(orDieUnlessHttp)
+
+  /** `get`'s answer as `encode` writes it, from the order cache (orders/cache.ts). */
+  const getEncoded = (actor: AuthenticatedActor, id: string, encode: (order: OrderObject) => Uint8Array) =>
+    Effect.flatMap(validId(id), (orderId) =>
+      cache.get(
+        orderId,
+        Effect.map(
+          selectOrder(sql, orderId),
+          Option.map((order): CachedOrder => ({ customerId: order.customerId, bytes: encode(order) }))
+        )
+      )
+    ).pipe(
+      Effect.flatMap((found) =>
+        Option.isSome(found) && visible(actor, found.value)
+          ? Effect.succeed(found.value.bytes)
+          : Effect.fail(notFound)
+      ),
+      orDieUnlessHttp
+    )
 
   const list = (actor: AuthenticatedActor, params: OrderListParams) => {
     const { status, customerId, email, createdAfter, createdBefore, ...page } = params
@@ -295,7 +316,7 @@ export const makeOrders = Effect.gen(function* () {
       }).pipe(domainErrors)
     }).pipe(orDieUnlessHttp)
 
-  return { get, list, fulfill, updateFulfillment, cancel, refund }
+  return { get, getEncoded, list, fulfill, updateFulfillment, cancel, refund }
 })
 
 export type OrdersShape = Effect.Effect.Success<typeof makeOrders>

@@ -2,8 +2,8 @@
  * The orders context, as the composition root (src/registry.ts, src/Api.ts, src/services.ts)
  * registers it: its events, projection, routes and handlers, port and use cases.
  */
-import { Layer } from "effect"
 import { OrdersRoutes } from "./Api.js"
+import { OrderCacheLive } from "./cache.js"
 import { orderEventTypes } from "./events.js"
 import { OrdersFastRoutes, OrdersHttpLive } from "./Http.js"
 import { OrdersLive } from "./Orders.js"
@@ -20,7 +20,7 @@ export const ordersModule = {
   routes: OrdersRoutes,
   http: OrdersHttpLive,
   fastRoutes: OrdersFastRoutes,
-  infra: Layer.empty,
+  infra: OrderCacheLive,
   port: OrdersPortLive,
   services: OrdersLive
 } as const

@@ -1,20 +1,24 @@
 /**
  * The read cache (kernel/ReadCache.ts): hits cost no lookup; this process's changes drop an entry
- * when their transaction commits (never kept across a rollback's old value either); a lookup racing
- * a change does not store what it read; other processes' appends to the cached streams drop entries
- * through the event store poll; concurrent misses share one lookup; capacity bounds it.
+ * when their transaction commits (never kept across a rollback's old value either), whether a
+ * context reports them or the event store tells the cache of an append; a lookup racing a change
+ * does not store what it read; other processes' appends to the cached streams drop entries through
+ * the event store poll; a `clearOn` event drops every entry, here and from another process;
+ * concurrent misses share one lookup; capacity bounds it.
  */
 import { SqlClient } from "@effect/sql"
 import { layer } from "@effect/vitest"
 import { Deferred, Duration, Effect, Fiber, Option, Schema, TestClock } from "effect"
 import { expect } from "vitest"
 import { transactionWith } from "../../src/db/Transaction.js"
-import { EventStore } from "../../src/eventstore/EventStore.js"
+import { AppendWatchers, makeAppendWatchers } from "../../src/eventstore/AppendWatchers.js"
+import { EventStore, makeEventStore } from "../../src/eventstore/EventStore.js"
 import { defineEvent } from "../../src/eventstore/EventType.js"
 import { makeReadCache } from "../../src/kernel/ReadCache.js"
 import { TestPersistence } from "../support/database.js"
 
 const ThingRenamed = defineEvent("thing.renamed", { schema: Schema.Struct({ name: Schema.String }) })
+const OwnerForgotten = defineEvent("owner.forgotten", { schema: Schema.Struct({ ownerId: Schema.String }) })
 
 /** A lookup that counts its calls and answers `thing <n>` (the n-th call). */
 const countingLoad = () => {
@@ -40,20 +44,50 @@ const cacheOf = (capacity = 100) =>
     name: "things",
     capacity,
     streamPrefix: "thing-",
+    clearOn: [{ streamPrefix: "owner-", eventType: OwnerForgotten.type }],
     pollInterval: Duration.millis(20)
   })
 
-/** Another process's write: an event appended to `thing-<id>` without telling this cache. */
-const appendElsewhere = (id: string) =>
-  Effect.flatMap(EventStore, (store) =>
-    store.append({
-      streamId: `thing-${id}`,
-      streamType: "thing",
-      expectedVersion: "any",
-      events: [{ eventType: ThingRenamed, data: { name: "renamed" } }],
-      metadata: { actor: { type: "system", id: "test" } }
-    })
-  )
+const renamed = (store: typeof EventStore.Service, id: string) =>
+  store.append({
+    streamId: `thing-${id}`,
+    streamType: "thing",
+    expectedVersion: "any",
+    events: [{ eventType: ThingRenamed, data: { name: "renamed" } }],
+    metadata: { actor: { type: "system", id: "test" } }
+  })
+
+const forgotten = (store: typeof EventStore.Service, ownerId: string) =>
+  store.append({
+    streamId: `owner-${ownerId}`,
+    streamType: "owner",
+    expectedVersion: "any",
+    events: [{ eventType: OwnerForgotten, data: { ownerId } }],
+    metadata: { actor: { type: "system", id: "test" } }
+  })
+
+/** The event store of another process: its appends are not told to this process's caches. */
+const elsewhere = Effect.provideServiceEffect(makeEventStore, AppendWatchers, makeAppendWatchers)
+
+/** Another process's write: an event appended to `thing-<id>`. */
+const appendElsewhere = (id: string) => Effect.flatMap(elsewhere, (store) => renamed(store, id))
+
+/** Reads `id` every 20 ms until it is looked up again (a generous bound for a loaded machine). */
+const reloadedWithinPolls = (
+  cache: Effect.Effect.Success<ReturnType<typeof cacheOf>>,
+  id: string,
+  load: Effect.Effect<Option.Option<string>>,
+  calls: { readonly count: number }
+) =>
+  Effect.gen(function* () {
+    for (let i = 0; i < 250; i++) {
+      yield* Effect.sleep(Duration.millis(20))
+      const before = calls.count
+      yield* cache.get(id, load)
+      if (calls.count > before) return true
+    }
+    return false
+  })
 
 layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("ReadCache", (it) => {
   it.scoped("answers from memory once looked up; a change drops the entry", () =>
@@ -162,19 +196,69 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("ReadCach
       yield* cache.get("e", load)
       yield* cache.get("f", load)
       yield* appendElsewhere("e")
-      // Poll until the entry is gone (20 ms polls; a generous bound for a loaded machine).
-      let reloaded = false
-      for (let i = 0; i < 250 && !reloaded; i++) {
-        yield* Effect.sleep(Duration.millis(20))
-        const before = calls.count
-        yield* cache.get("e", load)
-        reloaded = calls.count > before
-      }
-      expect(reloaded).toBe(true)
-      // `f` did not change: still cached.
+      // Not told here: still cached until the poll sees the append.
       const before = calls.count
-      yield* cache.get("f", load)
+      yield* cache.get("e", load)
       expect(calls.count).toBe(before)
+      expect(yield* reloadedWithinPolls(cache, "e", load, calls)).toBe(true)
+      // `f` did not change: still cached.
+      const after = calls.count
+      yield* cache.get("f", load)
+      expect(calls.count).toBe(after)
+    })
+  )
+
+  it.scoped("this process's appends drop the entry with no word from the writer, on commit too", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const store = yield* EventStore
+      const cache = yield* cacheOf()
+      const { load } = countingLoad()
+      yield* cache.get("k", load)
+      yield* cache.get("l", load)
+      // A standalone append (its own commit): dropped before it returns.
+      yield* renamed(store, "k")
+      expect(yield* cache.get("k", load)).toEqual(Option.some("thing 3"))
+      // Inside a transaction: a read after the append is not kept; the entry goes again on commit.
+      yield* transactionWith(sql)(
+        Effect.gen(function* () {
+          yield* renamed(store, "k")
+          expect(yield* cache.get("k", load)).toEqual(Option.some("thing 4"))
+        })
+      )
+      expect(yield* cache.get("k", load)).toEqual(Option.some("thing 5"))
+      expect(yield* cache.get("k", load)).toEqual(Option.some("thing 5"))
+      // Another stream's append leaves `l` alone.
+      expect(yield* cache.get("l", load)).toEqual(Option.some("thing 2"))
+    })
+  )
+
+  it.scoped("a clearOn event drops every entry: appended here at once, elsewhere within a poll", () =>
+    Effect.gen(function* () {
+      const store = yield* EventStore
+      const cache = yield* cacheOf()
+      const { calls, load } = countingLoad()
+      yield* cache.get("m", load)
+      yield* cache.get("n", load)
+      // Another event type of that stream family drops nothing.
+      yield* store.append({
+        streamId: "owner-o1",
+        streamType: "owner",
+        expectedVersion: "any",
+        events: [{ eventType: ThingRenamed, data: { name: "not a forgetting" } }],
+        metadata: { actor: { type: "system", id: "test" } }
+      })
+      expect(cache.size()).toBe(2)
+      yield* forgotten(store, "o1")
+      expect(cache.size()).toBe(0)
+      expect(yield* cache.get("m", load)).toEqual(Option.some("thing 3"))
+      yield* cache.get("n", load)
+      expect(cache.size()).toBe(2)
+      yield* Effect.flatMap(elsewhere, (other) => forgotten(other, "o2"))
+      expect(yield* reloadedWithinPolls(cache, "m", load, calls)).toBe(true)
+      const before = calls.count
+      yield* cache.get("n", load)
+      expect(calls.count).toBe(before + 1)
     })
   )
 
