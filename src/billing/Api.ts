@@ -13,6 +13,7 @@ import { ApiBase } from "../http/ApiBase.js"
 import { Authentication } from "../http/Auth.js"
 import { byId, scoped } from "../http/Endpoints.js"
 import { Conflict, NotFound, ServiceUnavailable } from "../http/errors.js"
+import { IntField, idOf } from "../http/Fields.js"
 import { V1List, v1ListParams } from "../http/Lists.js"
 import { MetadataInput } from "../kernel/Metadata.js"
 import { SUBSCRIPTION_STATUSES } from "./events.js"
@@ -20,19 +21,6 @@ import { InvoiceObject, SubscriptionObject } from "./objects.js"
 
 export const MAX_QUANTITY = 10_000
 export const MAX_TRIAL_DAYS = 730
-
-const IntField = (field: string, min: number, max: number) =>
-  Schema.Number.annotations({ message: () => `${field} must be an integer` }).pipe(
-    Schema.int({ message: () => `${field} must be an integer` }),
-    Schema.between(min, max, { message: () => `${field} must be an integer between ${min} and ${max}` })
-  )
-
-const idOf = (prefix: string, field: string) =>
-  Schema.String.pipe(
-    Schema.pattern(new RegExp(`^${prefix}_[0-7][0-9a-hjkmnp-tv-z]{25}$`), {
-      message: () => `${field} must be an id (${prefix}_…)`
-    })
-  ).annotations({ message: () => `${field} must be an id (${prefix}_…)` })
 
 const PaymentMethod = Schema.String.pipe(
   Schema.minLength(1, { message: () => "paymentMethod must not be empty" }),

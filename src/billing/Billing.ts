@@ -32,6 +32,7 @@ import * as Ids from "../kernel/Ids.js"
 import { metadataProblem } from "../kernel/Metadata.js"
 import { commandMetadata } from "../kernel/UseCase.js"
 import {
+  MAX_PAYMENT_AMOUNT,
   type PaymentIntentObject,
   PaymentsPort,
   ProcessorUnavailable,
@@ -83,9 +84,6 @@ export const RENEW_KIND = "billing.renew"
 export const RETRY_KIND = "billing.retry"
 export const EXPIRE_KIND = "billing.expire_incomplete"
 export const BILLING_KINDS = [RENEW_KIND, RETRY_KIND, EXPIRE_KIND] as const
-
-/** Stripe's and the payments context's bound on one charge: eight digits of minor units. */
-const MAX_CHARGE = 99_999_999
 
 /** A first charge is reconciled with its intent this long after creation (payments' recovery ran by then). */
 const RECONCILE_AFTER_MS = 2 * 60_000
@@ -307,7 +305,7 @@ export const makeBilling = Effect.gen(function* () {
         )
       // An invoice above what a payment can be has no intent: its collection fails (amount_too_large).
       const intent =
-        total === 0 || total > MAX_CHARGE
+        total === 0 || total > MAX_PAYMENT_AMOUNT
           ? null
           : yield* intentOf(input.paymentMethod).pipe(
               // A renewal never stalls on a payment method the processor no longer knows: the invoice
@@ -409,10 +407,10 @@ export const makeBilling = Effect.gen(function* () {
   const charge = (invoice: InvoiceState, paymentMethod: string | null, metadata: EventMetadata) =>
     Effect.gen(function* () {
       const intentId = invoice.paymentIntentId
-      if (intentId === null && invoice.total > MAX_CHARGE)
+      if (intentId === null && invoice.total > MAX_PAYMENT_AMOUNT)
         return failed(
           "amount_too_large",
-          `This invoice's total (${invoice.total}) is more than a payment can be (${MAX_CHARGE} minor units).`
+          `This invoice's total (${invoice.total}) is more than a payment can be (${MAX_PAYMENT_AMOUNT} minor units).`
         )
       if (intentId === null)
         return { _tag: "Outcome", outcome: { _tag: "Paid", paymentId: null } } as Collected
@@ -760,11 +758,11 @@ export const makeBilling = Effect.gen(function* () {
     })
 
   const amountCheck = (price: PriceSnapshot, quantity: number, param: string) =>
-    price.amount * quantity > MAX_CHARGE
+    price.amount * quantity > MAX_PAYMENT_AMOUNT
       ? Effect.fail(
           BadRequest.of({
             code: "amount_too_large",
-            message: `price × quantity (${price.amount * quantity}) is more than ${MAX_CHARGE} minor units.`,
+            message: `price × quantity (${price.amount * quantity}) is more than ${MAX_PAYMENT_AMOUNT} minor units.`,
             param
           })
         )

@@ -18,22 +18,26 @@
  * quantity through `UsageLedger` and advances `usage_closed_before` in its transaction.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Schema } from "effect"
+import { AGGREGATIONS } from "../catalog/index.js"
 import { now } from "../kernel/Time.js"
 import type { DueItem } from "../processors/DueWork.js"
 
-export type UsageAggregation = "sum" | "count" | "max" | "last" | "unique_count"
+/** The aggregations a usage price may have: the catalog's (`price.recurring.usage.aggregation`). */
+export { AGGREGATIONS }
+export type UsageAggregation = (typeof AGGREGATIONS)[number]
 
 /** A recurring price's metered part (catalog's `price.recurring.usage`), as the subscription snapshots it. */
-export interface UsagePrice {
-  readonly meter: string
-  readonly aggregation: UsageAggregation
+export const UsagePriceSchema = Schema.Struct({
+  meter: Schema.String,
+  aggregation: Schema.Literal(...AGGREGATIONS),
   /** Minor units per billable unit. */
-  readonly unitAmount: number
-  readonly includedUnits: number
+  unitAmount: Schema.Number,
+  includedUnits: Schema.Number,
   /** The `properties` key `unique_count` counts distinct values of (null for the other aggregations). */
-  readonly uniqueKey?: string | null
-}
+  uniqueKey: Schema.optional(Schema.NullOr(Schema.String))
+})
+export type UsagePrice = typeof UsagePriceSchema.Type
 
 export interface PeriodQuantity {
   /** The aggregate over [periodStart, periodEnd) — the same figure `GET /v1/usage` shows. */

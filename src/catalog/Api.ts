@@ -15,22 +15,11 @@ import { ApiBase } from "../http/ApiBase.js"
 import { Authentication } from "../http/Auth.js"
 import { byId, scoped } from "../http/Endpoints.js"
 import { Conflict } from "../http/errors.js"
-import { Text } from "../http/Fields.js"
+import { IntField, Text } from "../http/Fields.js"
 import { V1List, v1ListParams } from "../http/Lists.js"
 import { Metadata, MetadataInput } from "../kernel/Metadata.js"
 import { isIsoCurrency, isoCurrencies } from "../kernel/Money.js"
-import { AGGREGATIONS, INTERVALS, PRICE_TYPES, PRODUCT_STATUSES } from "./events.js"
-
-/** Quantities and amounts stay far inside a PostgreSQL bigint and a JS safe integer. */
-export const MAX_QUANTITY = 1_000_000_000
-export const MAX_AMOUNT = 99_999_999_999
-
-/** An integer field between `min` and `max`; every message starts with the field's name. */
-const IntField = (field: string, min: number, max: number) =>
-  Schema.Number.annotations({ message: () => `${field} must be an integer` }).pipe(
-    Schema.int({ message: () => `${field} must be an integer` }),
-    Schema.between(min, max, { message: () => `${field} must be an integer between ${min} and ${max}` })
-  )
+import { AGGREGATIONS, INTERVALS, MAX_AMOUNT, MAX_QUANTITY, PRICE_TYPES, PRODUCT_STATUSES } from "./events.js"
 
 const Flag = (field: string) =>
   Schema.Boolean.annotations({ message: () => `${field} must be true or false` })

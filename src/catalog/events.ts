@@ -15,6 +15,10 @@ export const PRICE_TYPES = ["one_time", "recurring"] as const
 export const INTERVALS = ["day", "week", "month", "year"] as const
 export const AGGREGATIONS = ["sum", "count", "max", "last", "unique_count"] as const
 
+/** Quantities and amounts stay far inside a PostgreSQL bigint and a JS safe integer. */
+export const MAX_QUANTITY = 1_000_000_000
+export const MAX_AMOUNT = 99_999_999_999
+
 /** Where `availableQuantity` stands against 0 and the threshold (research §2.2). */
 export const STOCK_LEVELS = ["in_stock", "low_stock", "out_of_stock"] as const
 export const StockLevel = Schema.Literal(...STOCK_LEVELS)

@@ -14,7 +14,7 @@ import { ApiBase } from "../http/ApiBase.js"
 import { Authentication } from "../http/Auth.js"
 import { byId, scoped } from "../http/Endpoints.js"
 import { Conflict, NotFound } from "../http/errors.js"
-import { StoredEmail, Text } from "../http/Fields.js"
+import { IntField, idOf, StoredEmail, Text } from "../http/Fields.js"
 import { EmailSchema } from "../kernel/Email.js"
 import { Metadata, MetadataInput } from "../kernel/Metadata.js"
 import { CaptureMethod, CardDeclined, NextAction, PaymentStateConflict } from "../payments/index.js"
@@ -24,12 +24,6 @@ export const MAX_LINES = 100
 export const MAX_LINE_QUANTITY = 10_000
 export const MIN_EXPIRES_IN = 1800
 export const MAX_EXPIRES_IN = 86_400
-
-const IntField = (field: string, min: number, max: number) =>
-  Schema.Number.annotations({ message: () => `${field} must be an integer` }).pipe(
-    Schema.int({ message: () => `${field} must be an integer` }),
-    Schema.between(min, max, { message: () => `${field} must be an integer between ${min} and ${max}` })
-  )
 
 const LineInput = Schema.Struct({
   productId: Schema.String.pipe(
@@ -58,13 +52,6 @@ export const ShippingAddressInput = Schema.Struct({
   postalCode: OptionalText("postalCode", 20),
   country: Country
 })
-
-const idOf = (prefix: string, field: string) =>
-  Schema.String.pipe(
-    Schema.pattern(new RegExp(`^${prefix}_[0-7][0-9a-hjkmnp-tv-z]{25}$`), {
-      message: () => `${field} must be an id (${prefix}_…)`
-    })
-  )
 
 const PaymentMethodInput = Schema.String.pipe(
   Schema.maxLength(100, { message: () => "paymentMethod must be a payment method token (pm_…)" })

@@ -40,6 +40,7 @@ import { commandMetadata } from "../kernel/UseCase.js"
 import { OrdersPort } from "../orders/index.js"
 import {
   CardDeclined,
+  MAX_PAYMENT_AMOUNT,
   type PaymentIntentObject,
   PaymentStateConflict,
   PaymentsPort,
@@ -63,9 +64,6 @@ import { type CheckoutRow, checkoutOfIntent, lockCheckout, selectCheckout } from
 
 /** Due-work kind of a checkout's expiry (key = checkout id). */
 export const EXPIRE_KIND = "checkout.expire"
-
-/** Stripe's bound on an amount (and the payments context's): eight digits of minor units. */
-const MAX_TOTAL = 99_999_999
 
 /** When an expired checkout's payment cannot be settled yet (a call under way), it is tried again. */
 const SETTLE_RETRY = Duration.seconds(30)
@@ -590,11 +588,11 @@ export const makeCheckouts = Effect.gen(function* () {
         })
       }
       const total = lines.reduce((sum, l) => sum + l.amountTotal, 0)
-      if (total > MAX_TOTAL)
+      if (total > MAX_PAYMENT_AMOUNT)
         return yield* Effect.fail(
           BadRequest.of({
             code: "amount_too_large",
-            message: `The checkout's total (${total}) is more than ${MAX_TOTAL} minor units.`,
+            message: `The checkout's total (${total}) is more than ${MAX_PAYMENT_AMOUNT} minor units.`,
             param: "lineItems"
           })
         )

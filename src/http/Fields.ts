@@ -65,3 +65,18 @@ export const StoredEmail = Schema.String.annotations({ jsonSchema: { type: "stri
 
 /** An absolute http(s) URL in a response (normalized with `new URL` when it was stored). */
 export const StoredUrl = Schema.String.annotations({ jsonSchema: { type: "string", format: "uri" } })
+
+/** An integer field between `min` and `max`; every message starts with the field's name. */
+export const IntField = (field: string, min: number, max: number) =>
+  Schema.Number.annotations({ message: () => `${field} must be an integer` }).pipe(
+    Schema.int({ message: () => `${field} must be an integer` }),
+    Schema.between(min, max, { message: () => `${field} must be an integer between ${min} and ${max}` })
+  )
+
+/** An id of `prefix` (`ord_…`); anything else, a non-string too, is refused with the field's name. */
+export const idOf = (prefix: string, field: string) =>
+  Schema.String.pipe(
+    Schema.pattern(new RegExp(`^${prefix}_[0-7][0-9a-hjkmnp-tv-z]{25}$`), {
+      message: () => `${field} must be an id (${prefix}_…)`
+    })
+  ).annotations({ message: () => `${field} must be an id (${prefix}_…)` })

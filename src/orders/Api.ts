@@ -9,32 +9,16 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { MAX_AMOUNT, MAX_QUANTITY } from "../catalog/index.js"
 import { ApiBase } from "../http/ApiBase.js"
 import { Authentication } from "../http/Auth.js"
 import { byId, scoped } from "../http/Endpoints.js"
 import { Conflict, NotFound } from "../http/errors.js"
-import { Instant, Text } from "../http/Fields.js"
+import { Instant, IntField, idOf, Text } from "../http/Fields.js"
 import { V1List, v1ListParams } from "../http/Lists.js"
 import { ORDER_STATUSES } from "./decider.js"
 import { OrderRefundReason } from "./events.js"
 import { OrderObject } from "./objects.js"
-
-/** Quantities and amounts stay far inside a PostgreSQL bigint and a JS safe integer. */
-export const MAX_QUANTITY = 1_000_000_000
-export const MAX_AMOUNT = 99_999_999_999
-
-const IntField = (field: string, min: number, max: number) =>
-  Schema.Number.annotations({ message: () => `${field} must be an integer` }).pipe(
-    Schema.int({ message: () => `${field} must be an integer` }),
-    Schema.between(min, max, { message: () => `${field} must be an integer between ${min} and ${max}` })
-  )
-
-const idOf = (prefix: string, field: string) =>
-  Schema.String.pipe(
-    Schema.pattern(new RegExp(`^${prefix}_[0-7][0-9a-hjkmnp-tv-z]{25}$`), {
-      message: () => `${field} must be an id (${prefix}_…)`
-    })
-  )
 
 /** A line named by its id or by its product (one of the two). */
 const ItemInput = Schema.Struct({

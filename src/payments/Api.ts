@@ -11,6 +11,7 @@ import { ApiBase } from "../http/ApiBase.js"
 import { Authentication } from "../http/Auth.js"
 import { byId, IdPath, scoped } from "../http/Endpoints.js"
 import { Forbidden, NotFound, Unauthorized } from "../http/errors.js"
+import { idOf } from "../http/Fields.js"
 import { V1List, v1ListParams } from "../http/Lists.js"
 import { MetadataInput } from "../kernel/Metadata.js"
 import { ISO_4217_CODES, isIso4217 } from "../kernel/Money.js"
@@ -60,13 +61,6 @@ const PaymentMethodInput = Schema.String.pipe(
   jsonSchema: { type: "string", minLength: 1, maxLength: 100, examples: ["pm_card_visa"] },
   arbitrary: () => (fc) => fc.constantFrom(...TEST_CARDS.map((c) => c.token))
 })
-
-const idOf = (prefix: string, field: string) =>
-  Schema.String.pipe(
-    Schema.pattern(new RegExp(`^${prefix}_[0-7][0-9a-hjkmnp-tv-z]{25}$`), {
-      message: () => `${field} must be an id (${prefix}_…)`
-    })
-  )
 
 const Description = Schema.String.pipe(
   Schema.maxLength(1000, { message: () => "description must be at most 1000 characters" })

@@ -24,10 +24,12 @@ import type { CancellationReason, CaptureMethod, RefundReason } from "./events.j
 import type { PaymentIntentObject, RefundObject } from "./objects.js"
 import type { ProcessorUnavailable } from "./processor.js"
 
+/** The most one payment can be (minor units): checkout totals and invoices are bounded by it. */
 export {
   AmountTooLarge,
   ChargeAlreadyRefunded,
   ChargeNotRefundable,
+  MAX_AMOUNT as MAX_PAYMENT_AMOUNT,
   PaymentIntentNotFound,
   PaymentMethodMissing,
   PaymentNotFound,

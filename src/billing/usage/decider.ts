@@ -7,17 +7,10 @@
  */
 import { Data, Effect } from "effect"
 import { defineDecider } from "../../kernel/Decider.js"
-import type { UsageAggregation, UsagePrice } from "../contract.js"
+import { AGGREGATIONS, type UsageAggregation, type UsagePrice } from "../contract.js"
 import { type UsageEvent, UsageRecorded, usageEventTypes } from "./events.js"
 
-/** The aggregations a usage price may have (the catalog's `usage.aggregation`). */
-export const AGGREGATIONS = [
-  "sum",
-  "count",
-  "max",
-  "last",
-  "unique_count"
-] as const satisfies ReadonlyArray<UsageAggregation>
+export { AGGREGATIONS }
 
 // --- Values -------------------------------------------------------------------------------------------
 

@@ -9,9 +9,9 @@ import type { SqlClient, Statement } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option, Schema } from "effect"
 import { textArray } from "../../db/Sql.js"
+import { UsagePriceSchema } from "../contract.js"
 import type { UsageRecordObject } from "./Api.js"
 import {
-  AGGREGATIONS,
   combine,
   emptyPartial,
   microsOf,
@@ -30,13 +30,6 @@ import {
 
 const DAY_MS = 24 * HOUR_MS
 
-const UsagePriceSchema = Schema.Struct({
-  meter: Schema.String,
-  aggregation: Schema.Literal(...AGGREGATIONS),
-  unitAmount: Schema.Number,
-  includedUnits: Schema.Number,
-  uniqueKey: Schema.optional(Schema.NullOr(Schema.String))
-})
 const decodeUsagePrice = Schema.decodeUnknownOption(UsagePriceSchema)
 
 const asDate = (v: Date | string): Date => (v instanceof Date ? v : new Date(v))
