@@ -158,7 +158,8 @@ export type UsageSummary = typeof UsageSummary.Type
 export const MAX_BUCKETS = 1000
 
 export const UsageSummaryParams = Schema.Struct({
-  subscriptionId: RefId("subscriptionId"),
+  subscriptionId: Schema.optional(RefId("subscriptionId")),
+  customerId: Schema.optional(RefId("customerId")),
   meter: Schema.optional(Text("meter", 100)),
   from: Schema.optional(Instant("from")),
   to: Schema.optional(Instant("to")),
@@ -167,9 +168,11 @@ export const UsageSummaryParams = Schema.Struct({
   )
 }).pipe(
   Schema.filter((p) =>
-    p.from !== undefined && p.to !== undefined && p.from.getTime() >= p.to.getTime()
-      ? { path: ["to"], message: "to must be after from" }
-      : undefined
+    p.subscriptionId !== undefined && p.customerId !== undefined
+      ? { path: ["customerId"], message: "give subscriptionId or customerId, not both" }
+      : p.from !== undefined && p.to !== undefined && p.from.getTime() >= p.to.getTime()
+        ? { path: ["to"], message: "to must be after from" }
+        : undefined
   )
 )
 export type UsageSummaryParams = typeof UsageSummaryParams.Type
@@ -226,7 +229,10 @@ export class UsageApi extends HttpApiGroup.make("usage")
       .annotate(OpenApi.Summary, "A subscription's usage summary: quantity, billable units, estimate")
       .annotate(
         OpenApi.Description,
-        "Over `[from, to)` (default: the subscription's current period): `quantity` (the price's " +
+        "The subscription: `subscriptionId`, or `customerId` when that customer has exactly one metered " +
+          "subscription that is not canceled (as `POST /v1/usage` resolves it; several or none → 400, no " +
+          "subscription at all → 404); a shopper who gives neither reads their own. " +
+          "Over `[from, to)` (default: the subscription's current period): `quantity` (the price's " +
           "aggregation — sum, count, max, last (latest by timestamp, ties to the larger identifier) or " +
           "unique_count of `properties[uniqueKey]` — 0 without records), `includedUnits`, `billableUnits` " +
           "(quantity above the included units), `unitAmount`, `estimatedAmount` (billable units × unit " +

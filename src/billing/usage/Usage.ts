@@ -89,6 +89,26 @@ const notFoundSubscription = (param: "subscriptionId" | "customerId") =>
     param
   })
 
+/**
+ * The subscription a record or a summary names by its customer (`customerId`): the customer's one
+ * metered subscription that is not canceled. None at all → 404; several, or none metered → 400.
+ */
+const meteredSubscriptionOf = (all: ReadonlyArray<SubscriptionView>): string | BadRequest | NotFound => {
+  if (all.length === 0) return notFoundSubscription("customerId")
+  const metered = all.filter((s) => s.usage !== null && !INACTIVE_STATUSES.has(s.status))
+  const only = metered[0]
+  if (metered.length !== 1 || only === undefined)
+    return BadRequest.of({
+      code: "parameter_invalid",
+      message:
+        metered.length === 0
+          ? "the customer has no metered subscription that is not canceled: give subscriptionId"
+          : `the customer has ${metered.length} metered subscriptions: give subscriptionId`,
+      param: "customerId"
+    })
+  return only.id
+}
+
 const refusalError = (refusal: RecordRefusal): HttpRefusal => {
   switch (refusal._tag) {
     case "SubscriptionNotActive":
@@ -206,20 +226,7 @@ export const makeUsage = Effect.gen(function* () {
           return Ids.isValid("sub", i.subscriptionId)
             ? i.subscriptionId
             : notFoundSubscription("subscriptionId")
-        const all = byCustomer.get(i.customerId ?? "") ?? []
-        if (all.length === 0) return notFoundSubscription("customerId")
-        const metered = all.filter((s) => s.usage !== null && !INACTIVE_STATUSES.has(s.status))
-        const only = metered[0]
-        if (metered.length !== 1 || only === undefined)
-          return BadRequest.of({
-            code: "parameter_invalid",
-            message:
-              metered.length === 0
-                ? "the customer has no metered subscription that is not canceled: give subscriptionId"
-                : `the customer has ${metered.length} metered subscriptions: give subscriptionId`,
-            param: "customerId"
-          })
-        return only.id
+        return meteredSubscriptionOf(byCustomer.get(i.customerId ?? "") ?? [])
       })
       const ids = [...new Set(resolved.filter((r): r is string => typeof r === "string"))]
       const subscriptions = yield* selectSubscriptions(sql, ids, { lock: true })
@@ -411,14 +418,33 @@ export const makeUsage = Effect.gen(function* () {
       perHour: input.perHour
     })
 
+  /** The subscription a summary is asked of: by id, or the customer's one metered subscription. */
+  const summarized = (actor: AuthenticatedActor, params: UsageSummaryParams) =>
+    Effect.gen(function* () {
+      const shopper = actor.role === "customer"
+      const customerId = params.customerId ?? (shopper ? actor.customerId : undefined)
+      if (params.subscriptionId !== undefined) return params.subscriptionId
+      if (customerId === undefined)
+        return yield* BadRequest.of({
+          code: "parameter_missing",
+          message: "give subscriptionId or customerId",
+          param: "subscriptionId"
+        })
+      // Another customer's subscriptions are as unknown to a shopper as missing ones.
+      const all =
+        shopper && customerId !== actor.customerId ? [] : yield* subscriptionsOfCustomers(sql, [customerId])
+      const resolved = meteredSubscriptionOf(all)
+      return typeof resolved === "string" ? resolved : yield* Effect.fail(resolved)
+    })
+
   const summary = (actor: AuthenticatedActor, params: UsageSummaryParams) =>
     Effect.gen(function* () {
+      const subscriptionId = yield* summarized(actor, params)
       // Built only when answered: an error captures a stack trace.
-      const notFound = () => notFoundSubscription("subscriptionId")
-      if (!Ids.isValid("sub", params.subscriptionId)) return yield* notFound()
-      const sub = (yield* selectSubscriptions(sql, [params.subscriptionId], { lock: false })).get(
-        params.subscriptionId
-      )
+      const notFound = () =>
+        notFoundSubscription(params.customerId === undefined ? "subscriptionId" : "customerId")
+      if (!Ids.isValid("sub", subscriptionId)) return yield* notFound()
+      const sub = (yield* selectSubscriptions(sql, [subscriptionId], { lock: false })).get(subscriptionId)
       if (sub === undefined) return yield* notFound()
       if (actor.role === "customer" && sub.customerId !== actor.customerId) return yield* notFound()
       const usage = sub.usage

@@ -428,6 +428,33 @@ layer(IdentityHttp, OPTIONS)("usage over HTTP", (it) => {
           "parameter_invalid",
           "meter"
         )
+        // By customer, as POST /v1/usage resolves it: their one metered subscription that is not canceled.
+        const byCustomer = yield* getSummary(token, { customerId: sub.customerId })
+        expect(byCustomer.status, byCustomer.text).toBe(200)
+        expect(byCustomer.body).toEqual({ ...r.body, asOf: expect.any(String) })
+        yield* subscriptionReadModelFixture({ customerId: sub.customerId, status: "canceled" })
+        expect((yield* getSummary(token, { customerId: sub.customerId })).body.subscriptionId).toBe(sub.id)
+        yield* subscriptionReadModelFixture({ customerId: sub.customerId })
+        expectError(
+          yield* getSummary(token, { customerId: sub.customerId }),
+          400,
+          "parameter_invalid",
+          "customerId"
+        )
+        expectError(
+          yield* getSummary(token, { customerId: "cus_01jd4x8m6ffq2b3n5r7t9v1w3y" }),
+          404,
+          "resource_missing",
+          "customerId"
+        )
+        // Staff name one of the two; both at once is refused.
+        expectError(yield* getSummary(token, {}), 400, "parameter_missing", "subscriptionId")
+        expectError(
+          yield* getSummary(token, { subscriptionId: sub.id, customerId: sub.customerId }),
+          400,
+          "parameter_invalid",
+          "customerId"
+        )
         expectError(
           yield* getSummary(token, { subscriptionId: "sub_01jd4x8m6ffq2b3n5r7t9v1w3y" }),
           404,
@@ -537,6 +564,18 @@ layer(IdentityHttp, OPTIONS)("usage over HTTP", (it) => {
           yield* getSummary(shopper.accessToken, { subscriptionId: other.id }),
           404,
           "resource_missing"
+        )
+        // By customer: a shopper names no one (their own) or themselves; another customer is 404.
+        for (const params of [{}, { customerId: shopper.customerId }]) {
+          const r = yield* getSummary(shopper.accessToken, params)
+          expect(r.status, r.text).toBe(200)
+          expect(r.body).toMatchObject({ subscriptionId: own.id, quantity: 4 })
+        }
+        expectError(
+          yield* getSummary(shopper.accessToken, { customerId: other.customerId }),
+          404,
+          "resource_missing",
+          "customerId"
         )
         const writer = yield* apiKeyWith(["write:usage"])
         expectError(yield* getSummary(writer.key, { subscriptionId: own.id }), 403, "insufficient_scope")
