@@ -73,6 +73,7 @@ import { periodAt, periodIndexOf, trialEndOf } from "./periods.js"
 import {
   listInvoices,
   listSubscriptions,
+  liveSubscriptionsOnClock,
   lockSubscription,
   selectInvoice,
   selectSubscription
@@ -1071,6 +1072,37 @@ export const makeBilling = Effect.gen(function* () {
     return amount > 0 ? { paymentId: paid.paymentId, amount } : null
   }
 
+  /**
+   * A test clock is being deleted (in the caller's transaction, before the clock goes): its customers'
+   * subscriptions that are not over are canceled at the clock's time with nothing billed — no usage
+   * invoice, no proration — as Stripe's deletion of the clock's customers ends them. Without it they
+   * would stay active with no renewal ever due. Answers how many were canceled.
+   */
+  const clockDeleted = (testClockId: string, metadata: EventMetadata) =>
+    Effect.gen(function* () {
+      let canceled = 0
+      for (const subscriptionId of yield* liveSubscriptionsOnClock(sql, testClockId)) {
+        yield* locked(subscriptionId, (state) =>
+          state.status === "canceled" || state.status === "incomplete_expired"
+            ? Effect.succeed([undefined, state] as const)
+            : Effect.gen(function* () {
+                const now = yield* nowOf(state)
+                const command = {
+                  _tag: "Cancel",
+                  now,
+                  reason: "test_clock_deleted",
+                  finalInvoice: null,
+                  prorate: null
+                } as const
+                const result = yield* execute(subscriptionId, command, metadata)
+                canceled++
+                return [undefined, result.state] as const
+              })
+        )
+      }
+      return canceled
+    })
+
   const cancel = (actor: AuthenticatedActor, subscriptionId: string, params: typeof CancelParams.Type) =>
     Effect.gen(function* () {
       const before = yield* visibleState(actor, subscriptionId)
@@ -1202,6 +1234,7 @@ export const makeBilling = Effect.gen(function* () {
       listing(listInvoicesOf(actor, params)),
     /** One due item's handler (`billing.renew`, `billing.retry`, `billing.expire_incomplete`, any clock). */
     handleDue,
+    clockDeleted,
     /** A manual renewal run (what a due item does), e.g. an operator's retry. */
     renew,
     /** The transaction half of a renewal alone (invoice, intent, period advanced; no charge): for tests. */

@@ -20,6 +20,7 @@
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Schema } from "effect"
 import { AGGREGATIONS } from "../catalog/index.js"
+import type { EventMetadata } from "../eventstore/EventStore.js"
 import { now } from "../kernel/Time.js"
 import type { DueItem } from "../processors/DueWork.js"
 
@@ -92,6 +93,11 @@ export const RealTimeBillingClock = Layer.succeed(
 export interface BillingDueWorkShape {
   readonly kinds: ReadonlyArray<string>
   readonly process: (item: DueItem) => Effect.Effect<"Done" | "Retry" | "Failed", SqlError>
+  /**
+   * The test clock is being deleted (in the caller's transaction, before the clock goes): its
+   * customers' subscriptions that are not over are canceled at its time, nothing billed. Answers how many.
+   */
+  readonly clockDeleted: (testClockId: string, metadata: EventMetadata) => Effect.Effect<number, SqlError>
 }
 
 export class BillingDueWork extends Context.Tag("billing/BillingDueWork")<

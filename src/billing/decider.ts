@@ -424,7 +424,7 @@ export type SubscriptionCommand =
   | {
       readonly _tag: "Cancel"
       readonly now: Date
-      readonly reason: "requested_by_customer" | "admin"
+      readonly reason: "requested_by_customer" | "admin" | "test_clock_deleted"
       readonly finalInvoice: InvoiceDraft | null
       readonly prorate: { readonly paymentId: string; readonly amount: number } | null
     }

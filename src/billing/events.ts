@@ -27,7 +27,9 @@ export const CANCELLATION_REASONS = [
   "requested_by_customer",
   "payment_failed",
   "admin",
-  "trial_ended"
+  "trial_ended",
+  /** The customer's test clock was deleted (Stripe deletes its customers): canceled with nothing billed. */
+  "test_clock_deleted"
 ] as const
 export const CancellationReason = Schema.Literal(...CANCELLATION_REASONS)
 export type CancellationReason = typeof CancellationReason.Type

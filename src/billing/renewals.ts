@@ -47,7 +47,13 @@ export const BillingDueWorkLive = Layer.effect(
             )
           yield* work.complete(item, outcome)
           return outcome._tag
-        })
+        }),
+      // A subscription the clock's customers hold is found, locked and canceled from a state that
+      // allows it: a refusal here is a bug, not an outcome.
+      clockDeleted: (testClockId, metadata) =>
+        Effect.catchAll(billing.clockDeleted(testClockId, metadata), (error) =>
+          error._tag === "SqlError" ? Effect.fail(error) : Effect.die(error)
+        )
     })
   })
 )

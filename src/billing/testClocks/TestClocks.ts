@@ -11,7 +11,9 @@
  *   their outcome): items due up to the target, including those the handlers schedule on the way.
  *   The clock is `advancing` meanwhile (one advance at a time; a stalled one — no step for
  *   `STALL_AFTER` of real time — can be taken over) and `ready` at the target at the end.
- * - Deleting a clock cancels its customers' pending due work in the same transaction.
+ * - Deleting a clock cancels its customers' subscriptions that are not over (at the clock's time,
+ *   nothing billed: Stripe deletes a deleted clock's customers) and their pending due work, in the
+ *   same transaction. The customers stay; with no clock they live on real time.
  * - Only with the test processor: with another, every route answers 404 and `testClockId` is refused.
  */
 import { SqlClient } from "@effect/sql"
@@ -208,10 +210,16 @@ export const makeTestClocksWith = (options: TestClocksOptions = {}) =>
           .transact(
             Effect.gen(function* () {
               const row = yield* locked(clockId)
-              yield* execute(clockId, { _tag: "Delete", takeOver: yield* stalled(row) }, metadata)
+              const takeOver = yield* stalled(row)
+              // While the clock still answers its time: the subscriptions end at it.
+              const subscriptions =
+                row.status === "advancing" && !takeOver ? 0 : yield* dueWork.clockDeleted(clockId, metadata)
+              yield* execute(clockId, { _tag: "Delete", takeOver }, metadata)
               const cancelled = yield* cancelWork(kindsOf(dueWork, clockId), clockId)
-              if (cancelled > 0)
-                yield* Effect.logInfo(`test clock ${clockId} deleted: ${cancelled} due items cancelled`)
+              if (cancelled > 0 || subscriptions > 0)
+                yield* Effect.logInfo(
+                  `test clock ${clockId} deleted: ${subscriptions} subscriptions canceled, ${cancelled} due items cancelled`
+                )
             })
           )
           .pipe(

@@ -110,7 +110,9 @@ const RecordingDueWork = Layer.effect(
             payload.again === true ? DueOutcome.retry({ at: clockNow, error: "again" }) : DueOutcome.done()
           yield* work.complete(item, outcome)
           return outcome._tag
-        })
+        }),
+      // These clocks' customers hold no subscriptions (test/billing/testClocks/scenario.test.ts has them).
+      clockDeleted: () => Effect.succeed(0)
     })
   })
 ).pipe(Layer.provideMerge(Layer.effect(RanLog, Ref.make<ReadonlyArray<Ran>>([]))))

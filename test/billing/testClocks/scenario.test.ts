@@ -217,6 +217,36 @@ describe("test clock scenario", () => {
           ).toHaveLength(1)
           const clockNow = ok(200)(yield* call("GET", `/v1/test/clocks/${clock.id}`, { token })).frozenTime
           expect(clockNow).toBe(iso(plus(fourthEnd, 4 * DAY)))
+
+          // Deleting the clock ends its customers' subscriptions at its time, nothing billed (the
+          // period's usage so far neither): no subscription stays active with no renewal ever due.
+          ok(201)(
+            yield* call("POST", "/v1/usage", {
+              token,
+              json: {
+                subscriptionId: sub.id,
+                meter: "api_calls",
+                value: 500,
+                timestamp: iso(plus(fourthEnd, 3 * DAY)),
+                identifier: `scenario-${sub.id}-last`
+              }
+            })
+          )
+          const chargedBefore = (yield* chargesOf(`renewal:${sub.id}:`)).length
+          ok(200)(yield* call("DELETE", `/v1/test/clocks/${clock.id}`, { token }))
+          expect(yield* getSub).toMatchObject({
+            status: "canceled",
+            cancellationReason: "test_clock_deleted",
+            canceledAt: clockNow,
+            endedAt: clockNow
+          })
+          expect((yield* invoices).data).toHaveLength(5)
+          expect(yield* chargesOf(`renewal:${sub.id}:`)).toHaveLength(chargedBefore)
+          // The real-time customer's subscription is not the clock's: still active.
+          expect(ok(200)(yield* call("GET", `/v1/subscriptions/${plainSub.id}`, { token }))).toMatchObject({
+            status: "active",
+            cancellationReason: null
+          })
         })
       )
     }
