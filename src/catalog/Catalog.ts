@@ -10,6 +10,7 @@ import { Context, Effect, Layer, Option } from "effect"
 import { isUniqueViolation } from "../db/Sql.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
 import { BadRequest, Conflict, NotFound, orDieUnlessHttp } from "../http/errors.js"
+import { cachedLookup } from "../http/FastRoutes.js"
 import { v1Page } from "../http/Lists.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
@@ -193,21 +194,15 @@ export const makeCatalog = Effect.gen(function* () {
    */
   const getEncoded = (actor: AuthenticatedActor, id: string, encode: (view: ProductView) => Uint8Array) =>
     Effect.flatMap(validId(id), (productId) =>
-      cache.get(
-        productId,
-        Effect.map(
-          selectProduct(sql, productId),
-          Option.map((row): CachedProduct => ({ status: row.status, bytes: encode(productView(row)) }))
-        )
-      )
-    ).pipe(
-      Effect.flatMap((found) =>
-        Option.isSome(found) && (!isShopper(actor) || found.value.status === "active")
-          ? Effect.succeed(found.value.bytes)
-          : Effect.fail(notFound)
-      ),
-      orDieUnlessHttp
-    )
+      cachedLookup({
+        cache,
+        id: productId,
+        load: selectProduct(sql, productId),
+        cached: (row): CachedProduct => ({ status: row.status, bytes: encode(productView(row)) }),
+        visible: (product) => !isShopper(actor) || product.status === "active",
+        notFound
+      })
+    ).pipe(orDieUnlessHttp)
 
   const list = (actor: AuthenticatedActor, params: ProductListParams) => {
     const q = params.q?.trim()

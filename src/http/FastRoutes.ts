@@ -12,9 +12,10 @@
  * two answers byte for byte.
  */
 import { HttpApi, type HttpApiGroup, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import type { ReadCache } from "../kernel/ReadCache.js"
 import { type AuthenticatedActor, authorize, CredentialVerifier, RouteScopes, routeKey } from "./Auth.js"
-import { type HttpError, statusOfHttpError } from "./errors.js"
+import { type HttpError, type NotFound, statusOfHttpError } from "./errors.js"
 import { databaseOutage } from "./middleware.js"
 
 /** A route answered before the router: `GET <prefix><one path segment>`. */
@@ -45,6 +46,27 @@ export const encodeJson = <A, I>(schema: Schema.Schema<A, I>) => {
   const encode = Schema.encodeSync(schema)
   return (value: A): JsonBytes => encoder.encode(JSON.stringify(encode(value)))
 }
+
+/**
+ * A fast route's lookup through a read cache (kernel/ReadCache.ts) of its answers: on a miss the
+ * read model's row (`load`) is kept as `cached(row)`; the bytes are answered when `visible` lets the
+ * caller see them, else `notFound` — as for an unknown id.
+ */
+export const cachedLookup = <Row, V extends { readonly bytes: JsonBytes }, E, R>(options: {
+  readonly cache: ReadCache<V>
+  readonly id: string
+  readonly load: Effect.Effect<Option.Option<Row>, E, R>
+  readonly cached: (row: Row) => V
+  readonly visible: (value: V) => boolean
+  readonly notFound: NotFound
+}): Effect.Effect<JsonBytes, E | NotFound, R> =>
+  Effect.flatMap(
+    options.cache.get(options.id, Effect.map(options.load, Option.map(options.cached))),
+    (found) =>
+      Option.isSome(found) && options.visible(found.value)
+        ? Effect.succeed(found.value.bytes)
+        : Effect.fail(options.notFound)
+  )
 
 const okResponse = (body: JsonBytes) =>
   HttpServerResponse.uint8Array(body, { status: 200, contentType: "application/json" })

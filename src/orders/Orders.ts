@@ -11,6 +11,7 @@ import type { AppConfig } from "../config.js"
 import { withTransactionState } from "../db/Sql.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
 import { BadRequest, Conflict, NotFound, orDieUnlessHttp } from "../http/errors.js"
+import { cachedLookup } from "../http/FastRoutes.js"
 import { CommandRunner, isConcurrencyConflict } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import { commandMetadata, makeTransact } from "../kernel/UseCase.js"
@@ -116,21 +117,15 @@ export const makeOrders = Effect.gen(function* () {
   /** `get`'s answer as `encode` writes it, from the order cache (orders/cache.ts). */
   const getEncoded = (actor: AuthenticatedActor, id: string, encode: (order: OrderObject) => Uint8Array) =>
     Effect.flatMap(validId(id), (orderId) =>
-      cache.get(
-        orderId,
-        Effect.map(
-          selectOrder(sql, orderId),
-          Option.map((order): CachedOrder => ({ customerId: order.customerId, bytes: encode(order) }))
-        )
-      )
-    ).pipe(
-      Effect.flatMap((found) =>
-        Option.isSome(found) && visible(actor, found.value)
-          ? Effect.succeed(found.value.bytes)
-          : Effect.fail(notFound)
-      ),
-      orDieUnlessHttp
-    )
+      cachedLookup({
+        cache,
+        id: orderId,
+        load: selectOrder(sql, orderId),
+        cached: (order): CachedOrder => ({ customerId: order.customerId, bytes: encode(order) }),
+        visible: (order) => visible(actor, order),
+        notFound
+      })
+    ).pipe(orDieUnlessHttp)
 
   const list = (actor: AuthenticatedActor, params: OrderListParams) => {
     const { status, customerId, email, createdAfter, createdBefore, ...page } = params

@@ -99,6 +99,20 @@ describe("test clock scenario", () => {
             })
           )
           const trialEnd = plus(T0, 14 * DAY)
+          const recordCalls = (value: number, at: Date, name: string) =>
+            Effect.map(
+              call("POST", "/v1/usage", {
+                token,
+                json: {
+                  subscriptionId: sub.id,
+                  meter: "api_calls",
+                  value,
+                  timestamp: iso(at),
+                  identifier: `scenario-${sub.id}-${name}`
+                }
+              }),
+              ok(201)
+            )
           const getSub = Effect.map(call("GET", `/v1/subscriptions/${sub.id}`, { token }), ok(200))
           const invoices = Effect.map(
             call("GET", `/v1/invoices?subscriptionId=${sub.id}&limit=100`, { token }),
@@ -127,18 +141,7 @@ describe("test clock scenario", () => {
             // is accepted up to 5 minutes ahead of the customer's time, which is the clock's).
             const calls = 100 * n + 50
             yield* advance(token, clock.id, plus(periodStart, 2 * DAY))
-            ok(201)(
-              yield* call("POST", "/v1/usage", {
-                token,
-                json: {
-                  subscriptionId: sub.id,
-                  meter: "api_calls",
-                  value: calls,
-                  timestamp: iso(plus(periodStart, DAY)),
-                  identifier: `scenario-${sub.id}-${n}`
-                }
-              })
-            )
+            yield* recordCalls(calls, plus(periodStart, DAY), `${n}`)
             yield* advance(token, clock.id, plus(periodEnd, 3_600_000))
             const renewed = yield* getSub
             expect(renewed).toMatchObject({
@@ -220,18 +223,7 @@ describe("test clock scenario", () => {
 
           // Deleting the clock ends its customers' subscriptions at its time, nothing billed (the
           // period's usage so far neither): no subscription stays active with no renewal ever due.
-          ok(201)(
-            yield* call("POST", "/v1/usage", {
-              token,
-              json: {
-                subscriptionId: sub.id,
-                meter: "api_calls",
-                value: 500,
-                timestamp: iso(plus(fourthEnd, 3 * DAY)),
-                identifier: `scenario-${sub.id}-last`
-              }
-            })
-          )
+          yield* recordCalls(500, plus(fourthEnd, 3 * DAY), "last")
           const chargedBefore = (yield* chargesOf(`renewal:${sub.id}:`)).length
           ok(200)(yield* call("DELETE", `/v1/test/clocks/${clock.id}`, { token }))
           expect(yield* getSub).toMatchObject({
