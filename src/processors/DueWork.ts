@@ -146,6 +146,10 @@ export interface DueWorkShape {
     key: string,
     options?: { readonly pendingOnly?: boolean }
   ) => Effect.Effect<boolean, SqlError>
+  /** `cancel` (pending or claimed) of many items in one statement; answers how many were cancelled. */
+  readonly cancelMany: (
+    items: ReadonlyArray<{ readonly kind: string; readonly key: string }>
+  ) => Effect.Effect<number, SqlError>
   readonly get: (kind: string, key: string) => Effect.Effect<Option.Option<DueItem>, SqlError>
   /** Claims due items (and items whose claim expired) for `owner`. */
   readonly claim: (options: ClaimOptions) => Effect.Effect<ReadonlyArray<DueItem>, SqlError>
@@ -279,6 +283,22 @@ export const makeDueWork = Effect.gen(function* () {
         if (changed > 0) yield* signal.notifyAfterCommit
         return changed
       }),
+
+    cancelMany: (items) =>
+      items.length === 0
+        ? Effect.succeed(0)
+        : Effect.gen(function* () {
+            const at = yield* now
+            const pairs = JSON.stringify(items.map((i) => ({ kind: i.kind, key: i.key })))
+            const rows = yield* sql`
+              UPDATE processors.due_work d
+                 SET status = 'cancelled', claim_token = d.claim_token + 1, lease_until = NULL,
+                     completed_at = ${at}, updated_at = ${at}
+                FROM jsonb_to_recordset(${pairs}::jsonb) AS i(kind text, key text)
+               WHERE d.kind = i.kind AND d.key = i.key AND d.status IN ('pending', 'claimed')
+              RETURNING 1 AS ok`
+            return rows.length
+          }),
 
     cancel: (kind, key, options) =>
       Effect.gen(function* () {

@@ -49,6 +49,36 @@ const statusCount = (kind: string, status: string) =>
   ).pipe(Effect.map((rows) => rows[0]?.n ?? 0))
 
 layer(TestLayer, { excludeTestServices: true, timeout: 60_000 })("DueWork", (it) => {
+  it.effect("cancelMany cancels pending and claimed items in one statement; finished ones stay", () =>
+    withTestClock(
+      Effect.gen(function* () {
+        const work = yield* DueWork
+        // "a" falls due first, so it is the one claimed.
+        yield* work.schedule({ kind: "cm1", key: "a", dueAt: at(500) })
+        for (const key of ["b", "c", "d"]) yield* work.schedule({ kind: "cm1", key, dueAt: at(1_000) })
+        yield* TestClock.adjust("2 seconds")
+        const [claimed] = yield* work.claim({ kinds: ["cm1"], limit: 1, owner: "w", leaseTtl: "30 seconds" })
+        expect(claimed?.key).toBe("a")
+        const done = yield* work.schedule({ kind: "cm1", key: "e", dueAt: at(1_000) })
+        yield* work.cancel(done.kind, done.key)
+        const n = yield* work.cancelMany([
+          { kind: "cm1", key: claimed?.key ?? "" },
+          { kind: "cm1", key: "c" },
+          { kind: "cm1", key: "e" },
+          { kind: "cm1", key: "missing" },
+          { kind: "other", key: "d" }
+        ])
+        expect(n).toBe(2)
+        expect((yield* item("cm1", claimed?.key ?? "")).status).toBe("cancelled")
+        expect((yield* item("cm1", "c")).status).toBe("cancelled")
+        expect(yield* statusCount("cm1", "pending")).toBe(2)
+        // The cancelled claim is fenced: its worker's outcome is ignored.
+        expect(claimed === undefined ? true : yield* work.complete(claimed, DueOutcome.done())).toBe(false)
+        expect(yield* work.cancelMany([])).toBe(0)
+      })
+    )
+  )
+
   it.effect("schedule is idempotent on (kind, key); done, failed and cancelled items need `replace`", () =>
     withTestClock(
       Effect.gen(function* () {
