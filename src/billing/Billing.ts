@@ -60,7 +60,8 @@ import {
   type SubscriptionCommand,
   type SubscriptionError,
   type SubscriptionState,
-  subscriptionStream
+  subscriptionStream,
+  trialReminderAt
 } from "./decider.js"
 import type { BillingReason, InvoiceLine, PriceSnapshot } from "./events.js"
 import {
@@ -84,7 +85,9 @@ import { microsOfValue, numberOfMicros, pricing } from "./usage/decider.js"
 export const RENEW_KIND = "billing.renew"
 export const RETRY_KIND = "billing.retry"
 export const EXPIRE_KIND = "billing.expire_incomplete"
-export const BILLING_KINDS = [RENEW_KIND, RETRY_KIND, EXPIRE_KIND] as const
+/** `subscription.trial_will_end`, three days before a trial ends (a no-op once no longer trialing). */
+export const TRIAL_REMINDER_KIND = "billing.trial_will_end"
+export const BILLING_KINDS = [RENEW_KIND, RETRY_KIND, EXPIRE_KIND, TRIAL_REMINDER_KIND] as const
 
 /** A first charge is reconciled with its intent this long after creation (payments' recovery ran by then). */
 const RECONCILE_AFTER_MS = 2 * 60_000
@@ -203,6 +206,17 @@ export const makeBilling = Effect.gen(function* () {
           dueAt: s.currentPeriodEnd,
           payload,
           replace: true
+        })
+      if (
+        s.status === "trialing" &&
+        s.trialEnd !== null &&
+        (s.trialReminderFor === null || s.trialReminderFor.getTime() !== s.trialEnd.getTime())
+      )
+        yield* work.schedule({
+          kind: clockedKind(TRIAL_REMINDER_KIND, s.testClockId),
+          key: `${s.subscriptionId}:${s.trialEnd.toISOString()}`,
+          dueAt: trialReminderAt(s.trialEnd),
+          payload
         })
       const latest = latestInvoiceOf(s)
       if (s.status === "past_due" && latest?.status === "open" && latest.nextPaymentAttempt !== null)
@@ -663,6 +677,19 @@ export const makeBilling = Effect.gen(function* () {
     })
 
   /** `billing.expire_incomplete`: 23 h after creation an unpaid first invoice ends the subscription. */
+  /** The trial-end reminder's due item: `trial_will_end` once, if the subscription still trials. */
+  const remindTrialEnd = (subscriptionId: string) =>
+    Effect.as(
+      locked(subscriptionId, (state) =>
+        Effect.gen(function* () {
+          const now = yield* nowOf(state)
+          const result = yield* execute(subscriptionId, { _tag: "RemindTrialEnd", now }, SYSTEM)
+          return [undefined, result.state] as const
+        })
+      ),
+      DueOutcome.done()
+    )
+
   const expire = (subscriptionId: string, metadata: EventMetadata = SYSTEM) =>
     Effect.gen(function* () {
       // Paid after all (its outcome unrecorded): active, not expired.
@@ -737,6 +764,8 @@ export const makeBilling = Effect.gen(function* () {
         return retry(subscriptionId)
       case EXPIRE_KIND:
         return expire(subscriptionId)
+      case TRIAL_REMINDER_KIND:
+        return remindTrialEnd(subscriptionId)
       default:
         return Effect.succeed(DueOutcome.failed({ error: `unknown billing kind ${item.kind}` }))
     }

@@ -46,13 +46,18 @@ import {
   SubscriptionExpired,
   SubscriptionMarkedUnpaid,
   SubscriptionStatus,
-  SubscriptionUpdated
+  SubscriptionUpdated,
+  TrialWillEnd
 } from "./events.js"
 
 export const subscriptionStream = (subscriptionId: string) => `subscription-${subscriptionId}`
 
 /** Stripe's window for a first payment: an incomplete subscription expires after 23 hours. */
 export const INCOMPLETE_WINDOW_MS = 23 * 60 * 60 * 1000
+
+/** Stripe's `trial_will_end`: three days before the trial ends (at once for a shorter trial). */
+export const TRIAL_REMINDER_MS = 3 * 24 * 60 * 60 * 1000
+export const trialReminderAt = (trialEnd: Date) => new Date(trialEnd.getTime() - TRIAL_REMINDER_MS)
 
 // --- State ------------------------------------------------------------------------------------------
 
@@ -106,6 +111,8 @@ export const SubscriptionStateSchema = Schema.Struct({
   usageClosedBefore: Schema.NullOr(Schema.Date),
   metadata: Metadata,
   testClockId: Schema.NullOr(Schema.String),
+  /** The trial end whose `trial_will_end` went out (absent in states stored before it existed). */
+  trialReminderFor: Schema.optionalWith(Schema.NullOr(Schema.Date), { default: () => null, exact: true }),
   /** Open invoices, and the latest one whatever its status. */
   invoices: Schema.Array(InvoiceStateSchema),
   latestInvoiceId: Schema.NullOr(Schema.String),
@@ -140,6 +147,7 @@ export const initialSubscriptionState: SubscriptionState = {
   usageClosedBefore: null,
   metadata: {},
   testClockId: null,
+  trialReminderFor: null,
   invoices: [],
   latestInvoiceId: null,
   createdAt: EPOCH,
@@ -319,6 +327,8 @@ export const evolve = (s: SubscriptionState, e: BillingEvent | Pending<BillingEv
       return { ...s, status: "unpaid", updatedAt: at }
     case "billing.subscription_expired":
       return { ...s, status: "incomplete_expired", updatedAt: at }
+    case "billing.subscription_trial_will_end":
+      return { ...s, trialReminderFor: e.data.trialEnd, updatedAt: at }
     case "billing.subscription_canceled":
       return {
         ...s,
@@ -420,6 +430,8 @@ export type SubscriptionCommand =
       readonly now: Date
     }
   | { readonly _tag: "Expire"; readonly now: Date }
+  /** Due `TRIAL_REMINDER_MS` before the trial ends: `trial_will_end`, once per trial end. */
+  | { readonly _tag: "RemindTrialEnd"; readonly now: Date }
   | { readonly _tag: "Update"; readonly patch: Patch }
   | {
       readonly _tag: "Cancel"
@@ -552,6 +564,14 @@ export const decide = (
         })
       ])
     }
+    case "RemindTrialEnd": {
+      const trialEnd = s.trialEnd
+      if (s.status !== "trialing" || trialEnd === null) return Effect.succeed([])
+      if (s.trialReminderFor !== null && s.trialReminderFor.getTime() === trialEnd.getTime())
+        return Effect.succeed([])
+      if (c.now.getTime() < trialReminderAt(trialEnd).getTime()) return Effect.succeed([])
+      return Effect.succeed([TrialWillEnd.make({ subscriptionId: id, trialEnd })])
+    }
     case "Expire": {
       if (s.status !== "incomplete") return Effect.succeed([])
       if (c.now.getTime() < s.currentPeriodStart.getTime() + INCOMPLETE_WINDOW_MS) return Effect.succeed([])
@@ -619,7 +639,8 @@ export interface Snapshots {
 
 /**
  * What each change publishes: the webhook types `subscription.created`, `subscription.updated`,
- * `subscription.cancelled`, `invoice.paid`, `invoice.payment_failed` (extensions beyond spec §6.1),
+ * `subscription.cancelled`, `subscription.trial_will_end` (three days before a trial ends),
+ * `invoice.paid`, `invoice.payment_failed` (extensions beyond spec §6.1),
  * and the notification triggers of spec §6.5 `subscription.created` (when it starts: trialing, or
  * active once its first payment succeeded), `subscription.renewed` and `subscription.cancelled`.
  * (`payment.failed` is published by the payments context for the invoice's declined payment.)
@@ -663,6 +684,8 @@ export const billingPublicEvents =
         return [updated]
       case "billing.subscription_canceled":
         return [publish("subscription.cancelled"), updated]
+      case "billing.subscription_trial_will_end":
+        return [publish("subscription.trial_will_end")]
     }
   }
 

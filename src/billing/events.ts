@@ -206,6 +206,14 @@ export const SubscriptionCanceled = defineEvent("billing.subscription_canceled",
   })
 })
 
+/**
+ * Three days before a trial ends (Stripe's `customer.subscription.trial_will_end`): the webhook
+ * `subscription.trial_will_end` goes out, once per trial end.
+ */
+export const TrialWillEnd = defineEvent("billing.subscription_trial_will_end", {
+  schema: Schema.Struct({ ...sub, trialEnd: Schema.Date })
+})
+
 export const billingEventTypes = [
   SubscriptionCreated,
   InvoiceCreated,
@@ -216,7 +224,8 @@ export const billingEventTypes = [
   SubscriptionUpdated,
   SubscriptionMarkedUnpaid,
   SubscriptionExpired,
-  SubscriptionCanceled
+  SubscriptionCanceled,
+  TrialWillEnd
 ] as const
 
 export type BillingEvent = EventOf<(typeof billingEventTypes)[number]>

@@ -26,6 +26,7 @@ export const WEBHOOK_EVENT_TYPES = [
   "subscription.created",
   "subscription.updated",
   "subscription.cancelled",
+  "subscription.trial_will_end",
   "invoice.paid",
   "invoice.payment_failed"
 ] as const
@@ -158,6 +159,11 @@ export const SAMPLE_DATA: Readonly<Record<WebhookEventType, Readonly<Record<stri
   "subscription.created": subscription("active"),
   "subscription.updated": subscription("past_due"),
   "subscription.cancelled": subscription("canceled", AT),
+  "subscription.trial_will_end": {
+    ...subscription("trialing"),
+    trialStart: "2026-01-05T10:30:00.000Z",
+    trialEnd: "2026-01-18T10:30:00.000Z"
+  },
   "invoice.paid": invoice("paid", 0),
   "invoice.payment_failed": invoice("open", 1)
 }

@@ -158,6 +158,22 @@ describe("subscription decider (research §1.7)", () => {
     expect(published(SubscriptionDecider.initialState, create(14))).toEqual(["subscription.created"])
   })
 
+  it("trial_will_end: three days before the trial ends (not before), once per trial end, only while trialing", () => {
+    const trialing = spec.run(SubscriptionDecider.initialState, create(14))
+    const trialEnd = trialing.trialEnd ?? T0
+    const remind = (now: Date): SubscriptionCommand => ({ _tag: "RemindTrialEnd", now })
+    const threeDaysBefore = new Date(trialEnd.getTime() - 72 * HOUR)
+    expect(spec.givenState(trialing).when(remind(new Date(threeDaysBefore.getTime() - 1))).events).toEqual([])
+    const d = spec.givenState(trialing).when(remind(threeDaysBefore))
+    expect(types(d.events)).toEqual(["billing.subscription_trial_will_end"])
+    expect(d.state.trialReminderFor).toEqual(trialEnd)
+    expect(published(trialing, remind(threeDaysBefore))).toEqual(["subscription.trial_will_end"])
+    // Run again (a due item re-run after a crash): nothing more.
+    expect(spec.givenState(d.state).when(remind(trialEnd)).events).toEqual([])
+    // No longer trialing: nothing.
+    expect(spec.givenState(active()).when(remind(trialEnd)).events).toEqual([])
+  })
+
   it("— → incomplete with the first invoice open; paid → active and subscription.created", () => {
     const d = spec.when(create(null))
     expect(types(d.events)).toEqual(["billing.subscription_created", "billing.invoice_created"])

@@ -65,7 +65,11 @@ layer(identityHttp({}, shifted.clock), { excludeTestServices: true, timeout: 180
           })
         )
         const trialEnd = new Date(sub.trialEnd)
-        expect(yield* pendingOf(sub.id)).toEqual([{ kind: "billing.renew", dueAt: trialEnd }])
+        expect(yield* pendingOf(sub.id)).toEqual([
+          // `subscription.trial_will_end`, three days before.
+          { kind: "billing.trial_will_end", dueAt: new Date(trialEnd.getTime() - 3 * 86_400_000) },
+          { kind: "billing.renew", dueAt: trialEnd }
+        ])
         // A second before the trial's end: nothing.
         yield* advanceTo(new Date(trialEnd.getTime() - 2000))
         yield* run

@@ -119,10 +119,26 @@ describe("test clock scenario", () => {
             ok(200)
           )
 
-          // The day before the trial ends: nothing happened.
+          // `subscription.trial_will_end` (webhooks) three days before the trial ends, once.
+          const reminders = Effect.map(
+            call("GET", "/v1/events?type=subscription.trial_will_end&limit=100", { token }),
+            (r: Reply) =>
+              ok(200)(r).data.filter((e: { data: { id: string } }) => e.data.id === sub.id) as ReadonlyArray<{
+                readonly data: { readonly status: string; readonly trialEnd: string }
+              }>
+          )
+          yield* advance(token, clock.id, plus(trialEnd, -3 * DAY - 3_600_000))
+          expect(yield* reminders).toEqual([])
+          yield* advance(token, clock.id, plus(trialEnd, -3 * DAY + 3_600_000))
+          expect((yield* reminders).map((e) => e.data)).toEqual([
+            expect.objectContaining({ status: "trialing", trialEnd: iso(trialEnd) })
+          ])
+
+          // The day before the trial ends: nothing else happened.
           yield* advance(token, clock.id, plus(trialEnd, -DAY))
           expect(yield* getSub).toMatchObject({ status: "trialing" })
           expect((yield* invoices).data).toEqual([])
+          expect(yield* reminders).toHaveLength(1)
 
           // Trial end: active, the first period's fee invoiced and paid, anchored on the trial end.
           yield* advance(token, clock.id, plus(trialEnd, 3_600_000))
