@@ -676,8 +676,7 @@ export const makeBilling = Effect.gen(function* () {
       return DueOutcome.done()
     })
 
-  /** `billing.expire_incomplete`: 23 h after creation an unpaid first invoice ends the subscription. */
-  /** The trial-end reminder's due item: `trial_will_end` once, if the subscription still trials. */
+  /** `billing.trial_will_end`: `subscription.trial_will_end` once, if the subscription still trials. */
   const remindTrialEnd = (subscriptionId: string) =>
     Effect.as(
       locked(subscriptionId, (state) =>
@@ -690,6 +689,7 @@ export const makeBilling = Effect.gen(function* () {
       DueOutcome.done()
     )
 
+  /** `billing.expire_incomplete`: 23 h after creation an unpaid first invoice ends the subscription. */
   const expire = (subscriptionId: string, metadata: EventMetadata = SYSTEM) =>
     Effect.gen(function* () {
       // Paid after all (its outcome unrecorded): active, not expired.
