@@ -168,8 +168,8 @@ export const UsageSummaryParams = Schema.Struct({
   )
 }).pipe(
   Schema.filter((p) =>
-    p.subscriptionId !== undefined && p.customerId !== undefined
-      ? { path: ["customerId"], message: "give subscriptionId or customerId, not both" }
+    (p.subscriptionId === undefined) === (p.customerId === undefined)
+      ? { path: ["subscriptionId"], message: "give subscriptionId or customerId (one of them)" }
       : p.from !== undefined && p.to !== undefined && p.from.getTime() >= p.to.getTime()
         ? { path: ["to"], message: "to must be after from" }
         : undefined
@@ -231,7 +231,7 @@ export class UsageApi extends HttpApiGroup.make("usage")
         OpenApi.Description,
         "The subscription: `subscriptionId`, or `customerId` when that customer has exactly one metered " +
           "subscription that is not canceled (as `POST /v1/usage` resolves it; several or none → 400, no " +
-          "subscription at all → 404); a shopper who gives neither reads their own. " +
+          "subscription at all → 404); one of the two, not both (400). " +
           "Over `[from, to)` (default: the subscription's current period): `quantity` (the price's " +
           "aggregation — sum, count, max, last (latest by timestamp, ties to the larger identifier) or " +
           "unique_count of `properties[uniqueKey]` — 0 without records), `includedUnits`, `billableUnits` " +

@@ -421,18 +421,14 @@ export const makeUsage = Effect.gen(function* () {
   /** The subscription a summary is asked of: by id, or the customer's one metered subscription. */
   const summarized = (actor: AuthenticatedActor, params: UsageSummaryParams) =>
     Effect.gen(function* () {
-      const shopper = actor.role === "customer"
-      const customerId = params.customerId ?? (shopper ? actor.customerId : undefined)
-      if (params.subscriptionId !== undefined) return params.subscriptionId
-      if (customerId === undefined)
-        return yield* BadRequest.of({
-          code: "parameter_missing",
-          message: "give subscriptionId or customerId",
-          param: "subscriptionId"
-        })
+      // The schema lets exactly one of the two through.
+      const customerId = params.customerId
+      if (params.subscriptionId !== undefined || customerId === undefined) return params.subscriptionId ?? ""
       // Another customer's subscriptions are as unknown to a shopper as missing ones.
       const all =
-        shopper && customerId !== actor.customerId ? [] : yield* subscriptionsOfCustomers(sql, [customerId])
+        actor.role === "customer" && customerId !== actor.customerId
+          ? []
+          : yield* subscriptionsOfCustomers(sql, [customerId])
       const resolved = meteredSubscriptionOf(all)
       return typeof resolved === "string" ? resolved : yield* Effect.fail(resolved)
     })
