@@ -1112,7 +1112,7 @@ export const makeBilling = Effect.gen(function* () {
       let canceled = 0
       for (const subscriptionId of yield* liveSubscriptionsOnClock(sql, testClockId)) {
         yield* locked(subscriptionId, (state) =>
-          state.status === "canceled" || state.status === "incomplete_expired"
+          isTerminal(state)
             ? Effect.succeed([undefined, state] as const)
             : Effect.gen(function* () {
                 const now = yield* nowOf(state)

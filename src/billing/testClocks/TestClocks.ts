@@ -211,9 +211,10 @@ export const makeTestClocksWith = (options: TestClocksOptions = {}) =>
             Effect.gen(function* () {
               const row = yield* locked(clockId)
               const takeOver = yield* stalled(row)
-              // While the clock still answers its time: the subscriptions end at it.
-              const subscriptions =
-                row.status === "advancing" && !takeOver ? 0 : yield* dueWork.clockDeleted(clockId, metadata)
+              // While the clock still answers its time: the subscriptions end at it. Not while an
+              // advance runs (the Delete below refuses it): its items hold those subscriptions' locks.
+              const busy = row.status === "advancing" && !takeOver
+              const subscriptions = busy ? 0 : yield* dueWork.clockDeleted(clockId, metadata)
               yield* execute(clockId, { _tag: "Delete", takeOver }, metadata)
               const cancelled = yield* cancelWork(kindsOf(dueWork, clockId), clockId)
               if (cancelled > 0 || subscriptions > 0)

@@ -423,7 +423,7 @@ export const makeUsage = Effect.gen(function* () {
     Effect.gen(function* () {
       // The schema lets exactly one of the two through.
       const customerId = params.customerId
-      if (params.subscriptionId !== undefined || customerId === undefined) return params.subscriptionId ?? ""
+      if (customerId === undefined) return params.subscriptionId ?? ""
       // Another customer's subscriptions are as unknown to a shopper as missing ones.
       const all =
         actor.role === "customer" && customerId !== actor.customerId
