@@ -3,10 +3,9 @@
  * product by id, answered by a fast route): a hit costs no SQL at all. What keeps it right:
  *
  * - This process's writes: every append to a stream of `streamPrefix` drops its entry (told by the
- *   event store, eventstore/AppendWatchers.ts, whoever appended), and a context may call
- *   `changed(id)` in a writing transaction for a change it makes without an append. Either way the
- *   entry is dropped at once and again once the transaction commits (an after-commit step, before
- *   the write's response is sent), so a client reads its own writes.
+ *   event store, eventstore/AppendWatchers.ts, whoever appended), at once and again once the
+ *   transaction commits (an after-commit step, before the write's response is sent), so a client
+ *   reads its own writes. Read models change only through appends: no writer tells the cache.
  * - Changes that reach many entries at once (`clearOn`: a customer's erasure anonymizes all their
  *   orders) drop every entry, the same two ways.
  * - Other processes' writes: every `pollInterval` a gap-safe read of the event store (the same
@@ -39,11 +38,6 @@ export interface ReadCache<V> {
     id: string,
     load: Effect.Effect<Option.Option<V>, E, R>
   ) => Effect.Effect<Option.Option<V>, E, R>
-  /**
-   * `id` changed in the surrounding transaction without an append to its stream (appends are seen by
-   * the cache itself): its entry goes now and once that commits (at once outside one).
-   */
-  readonly changed: (id: string) => Effect.Effect<void>
   /** Entries held now. */
   readonly size: () => number
   /** Reads what other processes changed since the last poll (the background poll runs this). */
@@ -207,5 +201,5 @@ export const makeReadCache = <V>(
       Effect.repeat(Schedule.spaced(pollInterval)),
       Effect.forkScoped
     )
-    return { get, changed, size: () => entries.size, poll }
+    return { get, size: () => entries.size, poll }
   })

@@ -1,7 +1,7 @@
 /**
  * The read cache (kernel/ReadCache.ts): hits cost no lookup; this process's changes drop an entry
- * when their transaction commits (never kept across a rollback's old value either), whether a
- * context reports them or the event store tells the cache of an append; a lookup racing a change
+ * when their transaction commits (never kept across a rollback's old value either): the event store
+ * tells the cache of every append, whoever made it; a lookup racing a change
  * does not store what it read; other processes' appends to the cached streams drop entries through
  * the event store poll; a `clearOn` event drops every entry, here and from another process;
  * concurrent misses share one lookup; capacity bounds it.
@@ -90,14 +90,14 @@ const reloadedWithinPolls = (
   })
 
 layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("ReadCache", (it) => {
-  it.scoped("answers from memory once looked up; a change drops the entry", () =>
+  it.scoped("answers from memory once looked up; an append to its stream drops the entry", () =>
     Effect.gen(function* () {
       const cache = yield* cacheOf()
       const { calls, load } = countingLoad()
       expect(yield* cache.get("a", load)).toEqual(Option.some("thing 1"))
       expect(yield* cache.get("a", load)).toEqual(Option.some("thing 1"))
       expect(calls.count).toBe(1)
-      yield* cache.changed("a")
+      yield* renamed(yield* EventStore, "a")
       expect(yield* cache.get("a", load)).toEqual(Option.some("thing 2"))
       expect(calls.count).toBe(2)
       // Nothing is kept for a missing id.
@@ -112,7 +112,7 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("ReadCach
     })
   )
 
-  it.scoped("a change inside a transaction drops the entry when it commits", () =>
+  it.scoped("an append inside a transaction drops the entry when it commits", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const cache = yield* cacheOf()
@@ -120,7 +120,7 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("ReadCach
       yield* cache.get("c", load)
       yield* transactionWith(sql)(
         Effect.gen(function* () {
-          yield* cache.changed("c")
+          yield* renamed(yield* EventStore, "c")
           // A read during the transaction may see the old row: it is not kept.
           yield* cache.get("c", load)
         })
@@ -137,7 +137,7 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("ReadCach
       const slow = yield* gatedLookup(Effect.succeed(Option.some("old row")))
       const fiber = yield* Effect.fork(cache.get("d", slow.lookup))
       yield* Deferred.await(slow.started)
-      yield* cache.changed("d")
+      yield* renamed(yield* EventStore, "d")
       yield* Deferred.succeed(slow.proceed, undefined)
       expect(yield* Fiber.join(fiber)).toEqual(Option.some("old row"))
       const { calls, load } = countingLoad()
@@ -170,7 +170,7 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("ReadCach
         const slow = yield* gatedLookup(Effect.succeed(Option.some("before the change")))
         const first = yield* Effect.fork(cache.get("i", slow.lookup))
         yield* Deferred.await(slow.started)
-        yield* cache.changed("i")
+        yield* renamed(yield* EventStore, "i")
         expect(yield* cache.get("i", Effect.succeed(Option.some("after the change")))).toEqual(
           Option.some("after the change")
         )
