@@ -76,11 +76,15 @@ export interface LoadedAggregate<S> {
   readonly version: number
 }
 
-/** One command of `executeMany`; `loaded` (the stream as the caller already read it) skips the load. */
+/**
+ * One command of `executeMany`; `loaded` (the stream as the caller already read it) skips the load;
+ * `metadata` is its events' own (commands of several requests written together), else the call's.
+ */
 export interface StreamCommand<C, S> {
   readonly streamId: string
   readonly command: C
   readonly loaded?: LoadedAggregate<S>
+  readonly metadata?: EventMetadata
 }
 
 export type CommandError<Err> = Err | AppendError | EventDecodeError | SqlError
@@ -475,14 +479,15 @@ export const makeCommandRunner = Effect.gen(function* () {
       }
       const appending = commands.flatMap((c, i) => {
         const d = decisions[i]
-        return d === undefined || d.decided.length === 0 ? [] : [{ streamId: c.streamId, index: i, ...d }]
+        return d === undefined || d.decided.length === 0
+          ? []
+          : [{ streamId: c.streamId, index: i, metadata: c.metadata ?? options.metadata ?? {}, ...d }]
       })
       const unchanged = (i: number): CommandResult<S, E> => {
         const loaded = decisions[i]?.loaded ?? { state: decider.initialState, version: 0 }
         return { state: loaded.state, version: loaded.version, events: [] }
       }
       if (appending.length === 0) return commands.map((_, i) => unchanged(i))
-      const metadata = options.metadata ?? {}
       // Owned or joined, never retried here (see the interface); the append wakes after the commit.
       return yield* transaction(
         Effect.gen(function* () {
@@ -492,7 +497,7 @@ export const makeCommandRunner = Effect.gen(function* () {
               streamType: decider.streamType,
               expectedVersion: a.loaded.version,
               events: a.newEvents,
-              metadata
+              metadata: a.metadata
             }))
           )
           const publicRows: Array<PublicEventRow> = []
@@ -501,7 +506,7 @@ export const makeCommandRunner = Effect.gen(function* () {
           appending.forEach((a, k) => {
             const result = appended[k]
             if (result === undefined) return
-            const recorded = recordedOf(a.decided, a.newEvents, result, a.loaded.version, metadata)
+            const recorded = recordedOf(a.decided, a.newEvents, result, a.loaded.version, a.metadata)
             const state = evolveRecorded(decider, a.loaded.state, recorded, publicRows)
             for (const r of recorded) all.push(r)
             byIndex.set(a.index, { state, version: result.version, events: recorded })

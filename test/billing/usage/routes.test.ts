@@ -134,6 +134,57 @@ layer(IdentityHttp, OPTIONS)("usage over HTTP", (it) => {
       })
     )
 
+    it.effect(
+      "concurrent single posts commit together, each refused or recorded on its own, each event with its own request's metadata",
+      () =>
+        Effect.gen(function* () {
+          const token = yield* adminToken
+          const sub = yield* subscriptionReadModelFixture()
+          const meter = sub.usage?.meter ?? ""
+          const post = (i: number) =>
+            postUsage(
+              token,
+              // Every tenth names a meter the price does not have: refused alone, in its group.
+              i % 10 === 9
+                ? { subscriptionId: sub.id, meter: "other_meter", value: 1, identifier: `group-${i}` }
+                : { subscriptionId: sub.id, meter, value: 1 + (i % 3), identifier: `group-${i}` }
+            )
+          const replies = yield* Effect.all(
+            Array.from({ length: 60 }, (_, i) => post(i)),
+            { concurrency: "unbounded" }
+          )
+          replies.forEach((reply, i) => {
+            if (i % 10 === 9) expectError(reply, 400, "parameter_invalid", "meter")
+            else expect(reply.status, reply.text).toBe(201)
+          })
+          expect(yield* writtenFor(meter)).toMatchObject({ records: 54 })
+          const sql = yield* SqlClient.SqlClient
+          const events = yield* sql<{
+            readonly identifier: string
+            readonly requestId: string
+            readonly transactionId: string
+          }>`SELECT data->>'identifier' AS identifier, metadata->>'requestId' AS "requestId",
+                    transaction_id::text AS "transactionId"
+               FROM event_store.events
+              WHERE event_type = 'usage.recorded' AND data->>'meter' = ${meter}`
+          expect(events).toHaveLength(54)
+          // Each record's event names the request that posted it (its Request-Id), not its group's first.
+          const requestOf = new Map(replies.map((r, i) => [`group-${i}`, r.headers["request-id"]]))
+          for (const e of events) expect(e.requestId).toBe(requestOf.get(e.identifier))
+          // Posts that arrived while a group was being written were committed together.
+          const perTransaction = new Map<string, number>()
+          for (const e of events)
+            perTransaction.set(e.transactionId, (perTransaction.get(e.transactionId) ?? 0) + 1)
+          expect(Math.max(...perTransaction.values())).toBeGreaterThan(1)
+          const summary = yield* getSummary(token, { subscriptionId: sub.id })
+          const expected = Array.from({ length: 60 }, (_, i) => (i % 10 === 9 ? 0 : 1 + (i % 3))).reduce(
+            (a, b) => a + b,
+            0
+          )
+          expect(summary.body).toMatchObject({ quantity: expected, eventCount: 54 })
+        })
+    )
+
     it.effect("bad input: every 400 names its param and writes nothing", () =>
       Effect.gen(function* () {
         const token = yield* adminToken
