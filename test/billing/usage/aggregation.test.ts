@@ -5,6 +5,8 @@
  * and around hour and day boundaries, ties in time, repeated unique values) posted as a batch, and
  * random `[from, to)` ranges with and without `groupBy`: every summary and bucket equals the
  * reference model's recomputation from the raw records, for sum, count, max, last and unique_count.
+ * The reference model (./reference.ts) is written apart from the decider's arithmetic, which is also
+ * checked against it.
  */
 import type { HttpClient } from "@effect/platform"
 import type { SqlClient } from "@effect/sql"
@@ -40,15 +42,24 @@ import {
   sumPrice,
   uniqueMeter
 } from "./fixtures.js"
+import { millionthsOf, type ReferenceRecord, referenceAggregate, shownAs } from "./reference.js"
 
 const AGGREGATIONS: ReadonlyArray<UsageAggregation> = ["sum", "count", "max", "last", "unique_count"]
 const VALUES = [0, 0.5, 1, 1.25, 3, 7.000001, 10, 123456.789]
 
-const pointArb = fc.record({
-  micros: fc.constantFrom(...VALUES).map(microsOfValue),
+const plainRecordArb = fc.record({
+  value: fc.constantFrom(...VALUES),
   at: fc.integer({ min: 0, max: 20 }).map((n) => n * 1000),
   identifier: fc.string({ minLength: 1, maxLength: 3 }),
   uniqueValue: fc.constantFrom("a", "b", "c", null)
+})
+
+/** A record as the decider folds it (its value in millionths by the production conversion). */
+const pointOf = (r: ReferenceRecord): UsagePoint => ({
+  micros: microsOfValue(r.value),
+  at: r.at,
+  identifier: r.identifier,
+  uniqueValue: r.uniqueValue
 })
 
 const sameQuantities = (p: Partial, q: Partial) =>
@@ -63,20 +74,33 @@ describe("aggregation arithmetic (pure)", () => {
     expect(microsOf("0.000001")).toBe(1n)
     expect(microsOf("42")).toBe(42_000_000n)
     expect(numberOfMicros(microsOfValue(0.1) + microsOfValue(0.2))).toBe(0.3)
+    for (const v of VALUES) {
+      expect(microsOfValue(v)).toBe(millionthsOf(v))
+      expect(numberOfMicros(microsOfValue(v))).toBe(shownAs(millionthsOf(v)))
+    }
   })
 
   plain("partials combine in any grouping to the aggregate of all records (reference model)", () => {
     fc.assert(
-      fc.property(fc.array(pointArb, { maxLength: 30 }), fc.integer({ min: 0, max: 30 }), (points, cut) => {
-        const all = points.reduce((acc, p) => combine(acc, partialOf(p)), emptyPartial)
-        const left = points.slice(0, cut).reduce((acc, p) => combine(acc, partialOf(p)), emptyPartial)
-        const right = points.slice(cut).reduce((acc, p) => combine(acc, partialOf(p)), emptyPartial)
-        expect(sameQuantities(combine(left, right), all)).toBe(true)
-        expect(sameQuantities(combine(right, left), all)).toBe(true)
-        for (const a of AGGREGATIONS) {
-          expect(quantityMicros(a, all)).toBe(aggregateReference(a, points, 0, 1e12).quantity)
+      fc.property(
+        fc.array(plainRecordArb, { maxLength: 30 }),
+        fc.integer({ min: 0, max: 30 }),
+        (records, cut) => {
+          const points = records.map(pointOf)
+          const all = points.reduce((acc, p) => combine(acc, partialOf(p)), emptyPartial)
+          const left = points.slice(0, cut).reduce((acc, p) => combine(acc, partialOf(p)), emptyPartial)
+          const right = points.slice(cut).reduce((acc, p) => combine(acc, partialOf(p)), emptyPartial)
+          expect(sameQuantities(combine(left, right), all)).toBe(true)
+          expect(sameQuantities(combine(right, left), all)).toBe(true)
+          for (const a of AGGREGATIONS) {
+            expect(quantityMicros(a, all)).toBe(aggregateReference(a, points, 0, 1e12).quantity)
+            // The decider's own recomputation agrees with the model written apart from it.
+            expect(aggregateReference(a, points, 0, 1e12).quantity).toBe(
+              referenceAggregate(a, records, 0, 1e12).quantity
+            )
+          }
         }
-      })
+      )
     )
   })
 
@@ -248,8 +272,8 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 300_000 })("aggregatio
               periodStart: new Date(base - DAY),
               periodEnd: new Date(base + 10 * DAY)
             })
-            const points: Array<UsagePoint> = c.records.map((r, i) => ({
-              micros: microsOfValue(r.value),
+            const points: Array<ReferenceRecord> = c.records.map((r, i) => ({
+              value: r.value,
               at: base + r.offset,
               // Ties in time are broken by identifier: make them differ in more than the index's order.
               identifier: `id-${(i * 7919) % 1000}-${i}`,
@@ -284,8 +308,8 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 300_000 })("aggregatio
               if (range.groupBy !== undefined) params.groupBy = range.groupBy
               const r = yield* getSummary(token, params)
               expect(r.status, r.text).toBe(200)
-              const expected = aggregateReference(c.aggregation, points, from, to)
-              expect(r.body.quantity, JSON.stringify({ c, range })).toBe(numberOfMicros(expected.quantity))
+              const expected = referenceAggregate(c.aggregation, points, from, to)
+              expect(r.body.quantity, JSON.stringify({ c, range })).toBe(shownAs(expected.quantity))
               expect(r.body.eventCount).toBe(expected.eventCount)
               if (range.groupBy !== undefined) {
                 const unit = range.groupBy === "hour" ? HOUR : DAY
@@ -293,11 +317,11 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 300_000 })("aggregatio
                 for (let s = Math.floor(from / unit) * unit; s < to; s += unit) {
                   const bs = Math.max(s, from)
                   const be = Math.min(s + unit, to)
-                  const b = aggregateReference(c.aggregation, points, bs, be)
+                  const b = referenceAggregate(c.aggregation, points, bs, be)
                   buckets.push({
                     start: new Date(bs).toISOString(),
                     end: new Date(be).toISOString(),
-                    quantity: numberOfMicros(b.quantity),
+                    quantity: shownAs(b.quantity),
                     eventCount: b.eventCount
                   })
                 }

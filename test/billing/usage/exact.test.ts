@@ -3,24 +3,20 @@
  * over a 30-day period, many in the same hour) recorded through the use case in batches of 1,000,
  * then the summary of the period, of random ranges (edges inside hours) and by day, and the
  * `UsageLedger.periodQuantity` a renewal reads, each equal to the recomputation from the raw
- * records — in exact decimal arithmetic, from the hourly rollups, never a scan of the period.
+ * records — in exact decimal arithmetic, from the hourly rollups, never a scan of the period. The
+ * recomputation is the reference model of ./reference.ts, not the decider's arithmetic.
  */
 import { layer } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fc from "fast-check"
 import { expect } from "vitest"
 import { UsageLedger } from "../../../src/billing/contract.js"
-import {
-  aggregateReference,
-  microsOfValue,
-  numberOfMicros,
-  type UsagePoint
-} from "../../../src/billing/usage/decider.js"
 import { Usage } from "../../../src/billing/usage/Usage.js"
 import type { AuthenticatedActor } from "../../../src/http/Auth.js"
 import { adminToken } from "../../support/customers.js"
 import { IdentityHttp } from "../../support/identity.js"
 import { DAY, getSummary, HOUR, subscriptionReadModelFixture, sumPrice, uniqueMeter } from "./fixtures.js"
+import { type ReferenceRecord, referenceAggregate, shownAs } from "./reference.js"
 
 const RECORDS = Number(process.env.USAGE_EXACT_RECORDS ?? 100_000)
 const BATCH = 1000
@@ -55,8 +51,8 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 600_000 })("exact summ
           }),
           { numRuns: RECORDS, seed: 42 }
         )
-        const points: Array<UsagePoint> = draw.map((d, i) => ({
-          micros: microsOfValue(d.value),
+        const points: Array<ReferenceRecord> = draw.map((d, i) => ({
+          value: d.value,
           at: periodStart.getTime() + d.at,
           identifier: `x${i}`,
           uniqueValue: null
@@ -74,12 +70,12 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 600_000 })("exact summ
           expect(result.failed, JSON.stringify(result.results.find((r) => r.error))).toBe(0)
         }
 
-        const period = aggregateReference("sum", points, periodStart.getTime(), periodEnd.getTime())
+        const period = referenceAggregate("sum", points, periodStart.getTime(), periodEnd.getTime())
         const whole = yield* getSummary(token, { subscriptionId: sub.id })
         expect(whole.status, whole.text).toBe(200)
         expect(whole.body.eventCount).toBe(RECORDS)
-        expect(whole.body.quantity).toBe(numberOfMicros(period.quantity))
-        expect(whole.body.billableUnits).toBe(numberOfMicros(period.quantity - 1000n * 1_000_000n))
+        expect(whole.body.quantity).toBe(shownAs(period.quantity))
+        expect(whole.body.billableUnits).toBe(shownAs(period.quantity - 1000n * 1_000_000n))
 
         const ledgered = yield* ledger.periodQuantity({
           subscriptionId: sub.id,
@@ -87,7 +83,7 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 600_000 })("exact summ
           periodStart,
           periodEnd
         })
-        expect(ledgered).toEqual({ quantity: numberOfMicros(period.quantity), eventCount: RECORDS })
+        expect(ledgered).toEqual({ quantity: shownAs(period.quantity), eventCount: RECORDS })
 
         const ranges = fc.sample(
           fc.tuple(fc.integer({ min: 0, max: span }), fc.integer({ min: 0, max: span })),
@@ -106,16 +102,16 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 600_000 })("exact summ
             groupBy: "day"
           })
           expect(r.status, r.text).toBe(200)
-          const expected = aggregateReference("sum", points, from, to)
-          expect(r.body.quantity).toBe(numberOfMicros(expected.quantity))
+          const expected = referenceAggregate("sum", points, from, to)
+          expect(r.body.quantity).toBe(shownAs(expected.quantity))
           expect(r.body.eventCount).toBe(expected.eventCount)
           for (const bucket of r.body.buckets as ReadonlyArray<{
             start: string
             end: string
             quantity: number
           }>) {
-            const e = aggregateReference("sum", points, Date.parse(bucket.start), Date.parse(bucket.end))
-            expect(bucket.quantity).toBe(numberOfMicros(e.quantity))
+            const e = referenceAggregate("sum", points, Date.parse(bucket.start), Date.parse(bucket.end))
+            expect(bucket.quantity).toBe(shownAs(e.quantity))
           }
         }
       }),
