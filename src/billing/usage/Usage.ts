@@ -15,7 +15,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Chunk, Context, Deferred, Effect, Either, Exit, Layer, ParseResult, Queue, Schema } from "effect"
+import { Context, Effect, Either, Layer, ParseResult, Schema } from "effect"
 import { withTransactionState } from "../../db/Sql.js"
 import type { EventMetadata } from "../../eventstore/EventStore.js"
 import type { AuthenticatedActor } from "../../http/Auth.js"
@@ -28,6 +28,7 @@ import {
   statusOfHttpError
 } from "../../http/errors.js"
 import { CommandRunner } from "../../kernel/CommandRunner.js"
+import { makeGroupCommit } from "../../kernel/GroupCommit.js"
 import * as Ids from "../../kernel/Ids.js"
 import { commandMetadata } from "../../kernel/UseCase.js"
 import { BillingClock, type UsageLedgerShape } from "../contract.js"
@@ -73,11 +74,6 @@ type HttpRefusal = BadRequest | NotFound | Conflict
 interface Pending {
   readonly input: UsageRecordInput
   readonly metadata: EventMetadata
-}
-
-/** A single post waiting for its group's write: its outcome, or the write's failure. */
-interface Waiting<E> extends Pending {
-  readonly done: Deferred.Deferred<Either.Either<RecordOutcome, HttpRefusal>, E>
 }
 
 export interface RecordOutcome {
@@ -198,12 +194,6 @@ type Prepared =
   /** The same identifier earlier in the batch, with the same subscription and value: a replay of it. */
   | { readonly _tag: "SameAs"; readonly key: string }
   | { readonly _tag: "Refused"; readonly error: HttpRefusal }
-
-/** The outcome of the `i`th record of a write (one per record, in order). */
-const outcomeAt = (outcomes: ReadonlyArray<Either.Either<RecordOutcome, HttpRefusal>>, i: number) => {
-  const outcome = outcomes[i]
-  return outcome === undefined ? Exit.die(new Error("usage write answered nothing")) : Exit.succeed(outcome)
-}
 
 const objectOf = (data: UsageRecordData, createdAt: Date): UsageRecordObject => ({
   object: "usage_record",
@@ -390,43 +380,13 @@ export const makeUsage = Effect.gen(function* () {
     )
 
   /**
-   * Group commit of single posts: a post outside a caller's transaction waits here, and one writer
-   * takes everything waiting (up to a batch's 1,000) into ONE `write` — one transaction, one append
-   * of many streams, each record's outcome its own, each event with its own request's metadata. Single
-   * posts of one subscription would otherwise queue on its rollup rows one commit at a time; grouped,
-   * a commit carries all that arrived meanwhile. A post answers only once its group committed
-   * (read-your-writes), and a lone post is written at once, as a group of one.
+   * Single posts outside a caller's transaction are written in groups (kernel/GroupCommit.ts): one
+   * writer takes every post waiting (up to a batch's 1,000) into ONE `write` — one transaction, one
+   * append of many streams — each record's outcome its own, each event with its own request's
+   * metadata. Posts of one subscription would otherwise queue on its rollup rows one commit at a
+   * time. A second writer beside the first measured no faster (bench:billing).
    */
-  type WriteError = Effect.Effect.Error<ReturnType<typeof write>>
-  const waiting = yield* Queue.unbounded<Waiting<WriteError>>()
-  const writeGroup = (group: ReadonlyArray<Waiting<WriteError>>) =>
-    Effect.flatMap(Effect.exit(write(group)), (exit) =>
-      Effect.forEach(
-        group,
-        (w, i) =>
-          Deferred.done(
-            w.done,
-            Exit.flatMap(exit, (outcomes) => outcomeAt(outcomes, i))
-          ),
-        { discard: true }
-      )
-    ).pipe(
-      // Stopped mid-write (the service is shutting down): its waiting posts end too.
-      Effect.onInterrupt(() => Effect.forEach(group, (w) => Deferred.interrupt(w.done), { discard: true }))
-    )
-  // One writer: a second, committing beside it, measured no faster (bench:billing) and would make
-  // two groups contend for the same rollup rows.
-  yield* Effect.forkScoped(
-    Effect.forever(
-      Effect.flatMap(Queue.takeBetween(waiting, 1, MAX_BATCH), (group) =>
-        writeGroup(Chunk.toReadonlyArray(group))
-      )
-    )
-  )
-  const grouped = (pending: Pending) =>
-    Effect.flatMap(Deferred.make<Either.Either<RecordOutcome, HttpRefusal>, WriteError>(), (done) =>
-      Effect.zipRight(Queue.offer(waiting, { ...pending, done }), Deferred.await(done))
-    )
+  const grouped = yield* makeGroupCommit({ max: MAX_BATCH, write })
 
   // Inside a caller's transaction (a post with an idempotency key) the write joins it: a group's
   // transaction is another one, and waiting on it while holding a connection could starve the pool.
@@ -434,8 +394,12 @@ export const makeUsage = Effect.gen(function* () {
     Effect.flatMap(commandMetadata(actor), (metadata) =>
       withTransactionState((joined) =>
         joined
-          ? Effect.flatMap(write([{ input, metadata }]), (outcomes) => outcomeAt(outcomes, 0))
-          : grouped({ input, metadata })
+          ? Effect.flatMap(write([{ input, metadata }]), ([outcome]) =>
+              outcome === undefined
+                ? Effect.dieMessage("usage write answered nothing")
+                : Effect.succeed(outcome)
+            )
+          : grouped.submit({ input, metadata })
       )
     ).pipe(
       Effect.flatMap((outcome) => outcome),
