@@ -135,6 +135,39 @@ layer(IdentityHttp, OPTIONS)("usage over HTTP", (it) => {
     )
 
     it.effect(
+      "50 concurrent posts of one identifier, half with idempotency keys (each its own transaction): one record",
+      () =>
+        Effect.gen(function* () {
+          const token = yield* adminToken
+          const sub = yield* subscriptionReadModelFixture()
+          const meter = sub.usage?.meter ?? ""
+          const json = { subscriptionId: sub.id, meter, value: 4, identifier: "keyed-storm" }
+          // A keyed post writes in its request's own transaction, apart from the grouped ones: the
+          // event store's "must not exist" decides between the writes, and the losers run again.
+          const replies = yield* Effect.all(
+            Array.from({ length: 50 }, (_, i) =>
+              i % 2 === 0
+                ? postUsage(token, json)
+                : call("POST", "/v1/usage", {
+                    token,
+                    json,
+                    headers: { "idempotency-key": `keyed-storm-${i}` }
+                  })
+            ),
+            { concurrency: "unbounded" }
+          )
+          const statuses = replies.map((r) => r.status)
+          expect(
+            statuses.filter((s) => s === 201),
+            JSON.stringify(statuses)
+          ).toHaveLength(1)
+          expect(statuses.filter((s) => s === 200)).toHaveLength(49)
+          expect(new Set(replies.map((r) => r.body.id)).size).toBe(1)
+          expect(yield* writtenFor(meter)).toEqual({ records: 1, hourly: 1 })
+        })
+    )
+
+    it.effect(
       "concurrent single posts commit together, each refused or recorded on its own, each event with its own request's metadata",
       () =>
         Effect.gen(function* () {
