@@ -401,10 +401,7 @@ export const makeUsage = Effect.gen(function* () {
             )
           : grouped.submit({ input, metadata })
       )
-    ).pipe(
-      Effect.flatMap((outcome) => outcome),
-      orDieUnlessHttp
-    )
+    ).pipe(Effect.flatten, orDieUnlessHttp)
 
   const recordBatch = (actor: AuthenticatedActor, input: UsageBatchInput) =>
     Effect.gen(function* () {
