@@ -10,10 +10,14 @@
  *   they share.
  * - When a group's write fails (an error or a defect), its items are written again one by one, so an
  *   item that fails fails alone and the others are written as if they had come alone.
+ * - Inside a caller's transaction nothing is grouped: the item is written in that transaction, as
+ *   every write joins its caller's (db/Transaction.ts). Waiting on a group's transaction while
+ *   holding a connection could starve the pool (embedded PostgreSQL has one).
  * - The writer stopping mid-write (the service shutting down) interrupts the callers it was writing
  *   for; callers still waiting are interrupted with their own requests.
  */
 import { Chunk, Deferred, Effect, Exit, Queue, type Scope } from "effect"
+import { withTransactionState } from "../db/Sql.js"
 
 export interface GroupCommit<I, O, E> {
   /** Writes `item` with whatever else is waiting; its own result. */
@@ -74,10 +78,14 @@ export const makeGroupCommit = <I, O, E, R>(
         )
       )
     )
+    const queued = (item: I) =>
+      Effect.flatMap(Deferred.make<O, E>(), (done) =>
+        Effect.zipRight(Queue.offer(waiting, { item, done }), Deferred.await(done))
+      )
+    const context = yield* Effect.context<R>()
+    const joined = (item: I) =>
+      Effect.flatMap(Effect.provide(options.write([item]), context), (results) => resultAt(results, 0))
     return {
-      submit: (item) =>
-        Effect.flatMap(Deferred.make<O, E>(), (done) =>
-          Effect.zipRight(Queue.offer(waiting, { item, done }), Deferred.await(done))
-        )
+      submit: (item) => withTransactionState((inCaller) => (inCaller ? joined(item) : queued(item)))
     }
   })

@@ -16,7 +16,6 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Either, Layer, ParseResult, Schema } from "effect"
-import { withTransactionState } from "../../db/Sql.js"
 import type { EventMetadata } from "../../eventstore/EventStore.js"
 import type { AuthenticatedActor } from "../../http/Auth.js"
 import {
@@ -388,20 +387,13 @@ export const makeUsage = Effect.gen(function* () {
    */
   const grouped = yield* makeGroupCommit({ max: MAX_BATCH, write })
 
-  // Inside a caller's transaction (a post with an idempotency key) the write joins it: a group's
-  // transaction is another one, and waiting on it while holding a connection could starve the pool.
+  // A post with an idempotency key runs in its request's transaction: the group commit writes it
+  // there, ungrouped.
   const record = (actor: AuthenticatedActor, input: UsageRecordInput) =>
-    Effect.flatMap(commandMetadata(actor), (metadata) =>
-      withTransactionState((joined) =>
-        joined
-          ? Effect.flatMap(write([{ input, metadata }]), ([outcome]) =>
-              outcome === undefined
-                ? Effect.dieMessage("usage write answered nothing")
-                : Effect.succeed(outcome)
-            )
-          : grouped.submit({ input, metadata })
-      )
-    ).pipe(Effect.flatten, orDieUnlessHttp)
+    Effect.flatMap(commandMetadata(actor), (metadata) => grouped.submit({ input, metadata })).pipe(
+      Effect.flatten,
+      orDieUnlessHttp
+    )
 
   const recordBatch = (actor: AuthenticatedActor, input: UsageBatchInput) =>
     Effect.gen(function* () {
