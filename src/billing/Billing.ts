@@ -27,7 +27,7 @@ import type { EventMetadata } from "../eventstore/EventStore.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
 import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable } from "../http/errors.js"
 import type { V1Page } from "../http/Lists.js"
-import { CommandRunner } from "../kernel/CommandRunner.js"
+import { CommandRunner, type LoadedAggregate } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import { metadataProblem } from "../kernel/Metadata.js"
 import { commandMetadata } from "../kernel/UseCase.js"
@@ -178,14 +178,27 @@ export const makeBilling = Effect.gen(function* () {
   const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.provideService(effect, SqlClient.SqlClient, sql)
 
-  const execute = (subscriptionId: string, command: SubscriptionCommand, metadata: EventMetadata) =>
+  /**
+   * `loaded`: the stream as `locked` read it under the row lock, so the command decides on it without
+   * reading the stream again (a stream that moved anyway is refused by the append's expected version
+   * and the transaction runs again).
+   */
+  const execute = (
+    subscriptionId: string,
+    command: SubscriptionCommand,
+    metadata: EventMetadata,
+    loaded?: LoadedAggregate<SubscriptionState>
+  ) =>
     runner.execute(SubscriptionDecider, subscriptionStream(subscriptionId), command, {
       metadata,
-      newStream: command._tag === "Create"
+      newStream: command._tag === "Create",
+      ...(loaded === undefined ? {} : { loaded })
     })
 
-  const load = (subscriptionId: string) =>
-    Effect.map(runner.load(SubscriptionDecider, subscriptionStream(subscriptionId)), ({ state }) => state)
+  const loadAggregate = (subscriptionId: string) =>
+    runner.load(SubscriptionDecider, subscriptionStream(subscriptionId))
+
+  const load = (subscriptionId: string) => Effect.map(loadAggregate(subscriptionId), ({ state }) => state)
 
   const nowOf = (state: SubscriptionState) => clock.nowFor(state.testClockId)
 
@@ -263,20 +276,25 @@ export const makeBilling = Effect.gen(function* () {
     })
 
   /**
-   * Runs `body` in one transaction under the subscription's row lock, with its state as of the lock,
-   * then schedules what the new state calls for (same transaction) and wakes the workers after it.
+   * Runs `body` in one transaction under the subscription's row lock, with its state as of the lock
+   * (and the stream as read, for its one `execute`), then schedules what the new state calls for
+   * (same transaction) and wakes the workers after it.
    */
   const locked = <A, E, R>(
     subscriptionId: string,
-    body: (state: SubscriptionState) => Effect.Effect<readonly [A, SubscriptionState], E, R>
+    body: (
+      state: SubscriptionState,
+      loaded: LoadedAggregate<SubscriptionState>
+    ) => Effect.Effect<readonly [A, SubscriptionState], E, R>
   ) =>
     Effect.tap(
       runner.transact(
         Effect.gen(function* () {
           const exists = yield* lockSubscription(sql, subscriptionId)
-          const state = yield* load(subscriptionId)
+          const loaded = yield* loadAggregate(subscriptionId)
+          const state = loaded.state
           if (!exists || !state.exists) return Option.none<A>()
-          const [result, after] = yield* body(state)
+          const [result, after] = yield* body(state, loaded)
           yield* scheduleFor(after)
           return Option.some(result)
         })
@@ -418,8 +436,17 @@ export const makeBilling = Effect.gen(function* () {
     }
   })
 
-  /** One payment attempt of the invoice's intent (outside any transaction). */
-  const charge = (invoice: InvoiceState, paymentMethod: string | null, metadata: EventMetadata) =>
+  /**
+   * One payment attempt of the invoice's intent (outside any transaction). `fresh`: the intent was
+   * created by this very call's renewal, so it is not looked up first (it awaits confirmation; a
+   * confirmation racing this one makes ours an UnexpectedState, answered from the intent as it is).
+   */
+  const charge = (
+    invoice: InvoiceState,
+    paymentMethod: string | null,
+    metadata: EventMetadata,
+    fresh: boolean
+  ) =>
     Effect.gen(function* () {
       const intentId = invoice.paymentIntentId
       if (intentId === null && invoice.total > MAX_PAYMENT_AMOUNT)
@@ -429,7 +456,7 @@ export const makeBilling = Effect.gen(function* () {
         )
       if (intentId === null)
         return { _tag: "Outcome", outcome: { _tag: "Paid", paymentId: null } } as Collected
-      const before = yield* payments.find(intentId)
+      const before = fresh ? Option.none() : yield* payments.find(intentId)
       if (Option.isSome(before) && before.value.status === "succeeded")
         return outcomeOfIntent(before.value, false, null)
       if (Option.isSome(before) && before.value.status === "canceled")
@@ -483,7 +510,7 @@ export const makeBilling = Effect.gen(function* () {
     automatic: boolean,
     metadata: EventMetadata
   ) =>
-    locked(subscriptionId, (state) =>
+    locked(subscriptionId, (state, loaded) =>
       Effect.gen(function* () {
         const invoice = state.invoices.find((i) => i.invoiceId === invoiceId)
         if (invoice === undefined || invoice.status !== "open") return [state, state] as const
@@ -501,7 +528,8 @@ export const makeBilling = Effect.gen(function* () {
         const result = yield* execute(
           subscriptionId,
           { _tag: "RecordPayment", invoiceId, outcome, now },
-          metadata
+          metadata,
+          loaded
         )
         return [result.state, result.state] as const
       })
@@ -509,19 +537,29 @@ export const makeBilling = Effect.gen(function* () {
 
   /**
    * Charges an open invoice (outside any transaction) and records the outcome. Answers the state
-   * after, or Unknown when nothing could be recorded (the caller tries again later).
+   * after, or Unknown when nothing could be recorded (the caller tries again later). `renewed`: the
+   * state a renewal just committed with this invoice (and its intent) new, so neither is read again.
    */
   const collect = (
     subscriptionId: string,
     invoiceId: string,
-    options: { readonly paymentMethod?: string | null; readonly automatic: boolean },
+    options: {
+      readonly paymentMethod?: string | null
+      readonly automatic: boolean
+      readonly renewed?: SubscriptionState
+    },
     metadata: EventMetadata
   ) =>
     Effect.gen(function* () {
-      const state = yield* load(subscriptionId)
+      const state = options.renewed ?? (yield* load(subscriptionId))
       const invoice = state.invoices.find((i) => i.invoiceId === invoiceId)
       if (invoice === undefined || invoice.status !== "open") return { _tag: "Done" as const, state }
-      const collected = yield* charge(invoice, options.paymentMethod ?? state.paymentMethod, metadata)
+      const collected = yield* charge(
+        invoice,
+        options.paymentMethod ?? state.paymentMethod,
+        metadata,
+        options.renewed !== undefined
+      )
       if (collected._tag === "Unknown") return { _tag: "Unknown" as const, state, reason: collected.reason }
       const after = yield* record(subscriptionId, invoiceId, collected.outcome, options.automatic, metadata)
       return { _tag: "Done" as const, state: Option.getOrElse(after, () => state) }
@@ -568,14 +606,14 @@ export const makeBilling = Effect.gen(function* () {
    * closed period's usage (through `UsageLedger`), the invoice (licensed fee of the new period in
    * advance + usage in arrears) and its intent, the period advanced — or, with `cancelAtPeriodEnd`,
    * the final usage invoiced and the subscription canceled. Not due (renewed already, past_due,
-   * canceled…): nothing. Answers the state after.
+   * canceled…): nothing. Answers the state after, and whether this call drafted its latest invoice.
    */
-  const renewLocked = (subscriptionId: string, metadata: EventMetadata) =>
-    locked(subscriptionId, (state) =>
+  const renewInTransaction = (subscriptionId: string, metadata: EventMetadata) =>
+    locked(subscriptionId, (state, loaded) =>
       Effect.gen(function* () {
         const now = yield* nowOf(state)
         const kind = renewalKindOf(state, now)
-        if (kind === "not_due") return [state, state] as const
+        if (kind === "not_due") return [{ state, drafted: false }, state] as const
         const end = state.currentPeriodEnd
         // Usage of a trial is billed at 0 (research §4.2).
         const usage =
@@ -609,9 +647,15 @@ export const makeBilling = Effect.gen(function* () {
             metadata
           })
         }
-        const result = yield* execute(subscriptionId, { _tag: "Renew", now, next, invoice }, metadata)
-        return [result.state, result.state] as const
+        const result = yield* execute(subscriptionId, { _tag: "Renew", now, next, invoice }, metadata, loaded)
+        return [{ state: result.state, drafted: invoice !== null }, result.state] as const
       })
+    )
+
+  const renewLocked = (subscriptionId: string, metadata: EventMetadata) =>
+    Effect.map(
+      renewInTransaction(subscriptionId, metadata),
+      Option.map(({ state }) => state)
     )
 
   /**
@@ -621,15 +665,21 @@ export const makeBilling = Effect.gen(function* () {
    */
   const renew = (subscriptionId: string, metadata: EventMetadata = SYSTEM) =>
     Effect.gen(function* () {
-      const renewed = yield* renewLocked(subscriptionId, metadata)
-      if (Option.isNone(renewed)) return DueOutcome.done()
-      const latest = latestInvoiceOf(renewed.value)
+      const renewal = yield* renewInTransaction(subscriptionId, metadata)
+      if (Option.isNone(renewal)) return DueOutcome.done()
+      const { state, drafted } = renewal.value
+      const latest = latestInvoiceOf(state)
       if (latest === undefined || latest.status !== "open" || latest.attemptCount > 0)
         return DueOutcome.done()
       if (latest.billingReason === "subscription_create") return DueOutcome.done()
-      const collected = yield* collect(subscriptionId, latest.invoiceId, { automatic: true }, metadata)
+      const collected = yield* collect(
+        subscriptionId,
+        latest.invoiceId,
+        drafted ? { automatic: true, renewed: state } : { automatic: true },
+        metadata
+      )
       if (collected._tag === "Unknown") {
-        const now = yield* nowOf(renewed.value)
+        const now = yield* nowOf(state)
         return DueOutcome.retry({ at: new Date(now.getTime() + COLLECT_RETRY_MS), error: collected.reason })
       }
       return DueOutcome.done()
@@ -679,10 +729,10 @@ export const makeBilling = Effect.gen(function* () {
   /** `billing.trial_will_end`: `subscription.trial_will_end` once, if the subscription still trials. */
   const remindTrialEnd = (subscriptionId: string) =>
     Effect.as(
-      locked(subscriptionId, (state) =>
+      locked(subscriptionId, (state, loaded) =>
         Effect.gen(function* () {
           const now = yield* nowOf(state)
-          const result = yield* execute(subscriptionId, { _tag: "RemindTrialEnd", now }, SYSTEM)
+          const result = yield* execute(subscriptionId, { _tag: "RemindTrialEnd", now }, SYSTEM, loaded)
           return [undefined, result.state] as const
         })
       ),
@@ -699,10 +749,10 @@ export const makeBilling = Effect.gen(function* () {
         (yield* reconcile(subscriptionId, latestInvoiceOf(current), metadata))
       )
         return DueOutcome.done()
-      const expired = yield* locked(subscriptionId, (state) =>
+      const expired = yield* locked(subscriptionId, (state, loaded) =>
         Effect.gen(function* () {
           const now = yield* nowOf(state)
-          const result = yield* execute(subscriptionId, { _tag: "Expire", now }, metadata)
+          const result = yield* execute(subscriptionId, { _tag: "Expire", now }, metadata, loaded)
           return [{ before: state, after: result.state }, result.state] as const
         })
       )
@@ -1019,7 +1069,7 @@ export const makeBilling = Effect.gen(function* () {
       if (patch.paymentMethod !== undefined)
         yield* paymentMethodErrors(payments.checkPaymentMethod(patch.paymentMethod))
       const metadata = yield* commandMetadata(actor)
-      const updated = yield* locked(subscriptionId, (state) =>
+      const updated = yield* locked(subscriptionId, (state, loaded) =>
         Effect.map(
           execute(
             subscriptionId,
@@ -1033,7 +1083,8 @@ export const makeBilling = Effect.gen(function* () {
                 changesProduct: plan !== undefined && plan.productId !== state.productId
               }
             },
-            metadata
+            metadata,
+            loaded
           ),
           (r) => [r.state, r.state] as const
         )
@@ -1111,7 +1162,7 @@ export const makeBilling = Effect.gen(function* () {
     Effect.gen(function* () {
       let canceled = 0
       for (const subscriptionId of yield* liveSubscriptionsOnClock(sql, testClockId)) {
-        yield* locked(subscriptionId, (state) =>
+        yield* locked(subscriptionId, (state, loaded) =>
           isTerminal(state)
             ? Effect.succeed([undefined, state] as const)
             : Effect.gen(function* () {
@@ -1123,7 +1174,7 @@ export const makeBilling = Effect.gen(function* () {
                   finalInvoice: null,
                   prorate: null
                 } as const
-                const result = yield* execute(subscriptionId, command, metadata)
+                const result = yield* execute(subscriptionId, command, metadata, loaded)
                 canceled++
                 return [undefined, result.state] as const
               })
@@ -1140,7 +1191,7 @@ export const makeBilling = Effect.gen(function* () {
         yield* refundProrated(before, metadata)
         return subscriptionObject(before)
       }
-      const canceled = yield* locked(subscriptionId, (state) =>
+      const canceled = yield* locked(subscriptionId, (state, loaded) =>
         Effect.gen(function* () {
           const now = yield* nowOf(state)
           const billsUsage =
@@ -1168,7 +1219,8 @@ export const makeBilling = Effect.gen(function* () {
               finalInvoice,
               prorate
             },
-            metadata
+            metadata,
+            loaded
           )
           return [result.state, result.state] as const
         })
