@@ -33,9 +33,11 @@ import { metadataProblem } from "../kernel/Metadata.js"
 import { commandMetadata } from "../kernel/UseCase.js"
 import {
   MAX_PAYMENT_AMOUNT,
+  type NewIntentCommand,
   type PaymentIntentObject,
   PaymentsPort,
   ProcessorUnavailable,
+  type StartedConfirmation,
   UnknownPaymentMethod
 } from "../payments/index.js"
 import { type DueItem, DueOutcome, DueWork } from "../processors/DueWork.js"
@@ -304,40 +306,47 @@ export const makeBilling = Effect.gen(function* () {
 
   // --- Invoices and their charge -------------------------------------------------------------------
 
-  /** An invoice's draft and, when it has something to pay, its intent (in the caller's transaction). */
-  const draftInvoice = (
-    s: SubscriptionState,
-    input: {
-      readonly billingReason: BillingReason
-      readonly periodStart: Date
-      readonly periodEnd: Date
-      readonly lines: ReadonlyArray<InvoiceLine>
-      readonly paymentMethod: string | null
-      readonly callKeyPrefix: string
-      readonly metadata: EventMetadata
-    }
-  ) =>
+  interface InvoiceInput {
+    readonly billingReason: BillingReason
+    readonly periodStart: Date
+    readonly periodEnd: Date
+    readonly lines: ReadonlyArray<InvoiceLine>
+    readonly paymentMethod: string | null
+    readonly callKeyPrefix: string
+    readonly metadata: EventMetadata
+  }
+
+  /**
+   * An invoice's draft and, when it has something to pay, its intent (in the caller's transaction).
+   * `confirm`: the intent's confirmation is started with it (one transaction instead of two; the
+   * caller makes the call with `finishConfirmation` after the commit, else payments' safety net does).
+   */
+  const draftWithIntent = (s: SubscriptionState, input: InvoiceInput, confirm: boolean) =>
     Effect.gen(function* () {
       const invoiceId = invoiceIdOf(s.subscriptionId, input.periodStart)
       const total = input.lines.reduce((sum, l) => sum + l.amount, 0)
-      const intentOf = (paymentMethod: string | null) =>
-        payments.createIntent(
-          {
-            // The whole total, never a capped part of it: an invoice is paid in full or not at all
-            // (a processor that refuses the amount fails the charge, and dunning shows it).
-            amount: total,
-            currency: s.price.currency,
-            customerId: s.customerId,
-            captureMethod: "automatic",
-            paymentMethod,
-            metadata: { subscriptionId: s.subscriptionId, invoiceId },
-            description: `Subscription ${s.subscriptionId}, invoice ${invoiceId}`,
-            callKeyPrefix: input.callKeyPrefix
-          },
-          input.metadata
-        )
+      const intentOf = (paymentMethod: string | null) => {
+        const intent: NewIntentCommand = {
+          // The whole total, never a capped part of it: an invoice is paid in full or not at all
+          // (a processor that refuses the amount fails the charge, and dunning shows it).
+          amount: total,
+          currency: s.price.currency,
+          customerId: s.customerId,
+          captureMethod: "automatic",
+          paymentMethod,
+          metadata: { subscriptionId: s.subscriptionId, invoiceId },
+          description: `Subscription ${s.subscriptionId}, invoice ${invoiceId}`,
+          callKeyPrefix: input.callKeyPrefix
+        }
+        return confirm
+          ? payments.createConfirmingIntent(intent, input.metadata)
+          : Effect.map(payments.createIntent(intent, input.metadata), (created) => ({
+              intent: created,
+              confirmation: null
+            }))
+      }
       // An invoice above what a payment can be has no intent: its collection fails (amount_too_large).
-      const intent =
+      const created =
         total === 0 || total > MAX_PAYMENT_AMOUNT
           ? null
           : yield* intentOf(input.paymentMethod).pipe(
@@ -358,10 +367,13 @@ export const makeBilling = Effect.gen(function* () {
         lines: input.lines,
         subtotal: total,
         total,
-        paymentIntentId: intent?.id ?? null
+        paymentIntentId: created?.intent.id ?? null
       }
-      return draft
+      return { draft, confirmation: created?.confirmation ?? null }
     })
+
+  const draftInvoice = (s: SubscriptionState, input: InvoiceInput) =>
+    Effect.map(draftWithIntent(s, input, false), ({ draft }) => draft)
 
   /** The usage of [start, end) as an invoice line (null for a licensed-only price). */
   const usageLine = (s: SubscriptionState, start: Date, end: Date) =>
@@ -538,7 +550,8 @@ export const makeBilling = Effect.gen(function* () {
   /**
    * Charges an open invoice (outside any transaction) and records the outcome. Answers the state
    * after, or Unknown when nothing could be recorded (the caller tries again later). `renewed`: the
-   * state a renewal just committed with this invoice (and its intent) new, so neither is read again.
+   * state a renewal just committed with this invoice (and its intent) new, so neither is read again,
+   * and the confirmation it started with the intent, if it did.
    */
   const collect = (
     subscriptionId: string,
@@ -546,20 +559,28 @@ export const makeBilling = Effect.gen(function* () {
     options: {
       readonly paymentMethod?: string | null
       readonly automatic: boolean
-      readonly renewed?: SubscriptionState
+      readonly renewed?: {
+        readonly state: SubscriptionState
+        readonly confirmation: StartedConfirmation | null
+      }
     },
     metadata: EventMetadata
   ) =>
     Effect.gen(function* () {
-      const state = options.renewed ?? (yield* load(subscriptionId))
+      const state = options.renewed?.state ?? (yield* load(subscriptionId))
       const invoice = state.invoices.find((i) => i.invoiceId === invoiceId)
       if (invoice === undefined || invoice.status !== "open") return { _tag: "Done" as const, state }
-      const collected = yield* charge(
-        invoice,
-        options.paymentMethod ?? state.paymentMethod,
-        metadata,
-        options.renewed !== undefined
-      )
+      const collected =
+        options.renewed?.confirmation == null
+          ? yield* charge(
+              invoice,
+              options.paymentMethod ?? state.paymentMethod,
+              metadata,
+              options.renewed !== undefined
+            )
+          : yield* Effect.map(payments.finishConfirmation(options.renewed.confirmation, metadata), (o) =>
+              outcomeOfIntent(o.intent, o.declined, o.paymentId)
+            )
       if (collected._tag === "Unknown") return { _tag: "Unknown" as const, state, reason: collected.reason }
       const after = yield* record(subscriptionId, invoiceId, collected.outcome, options.automatic, metadata)
       return { _tag: "Done" as const, state: Option.getOrElse(after, () => state) }
@@ -613,42 +634,59 @@ export const makeBilling = Effect.gen(function* () {
       Effect.gen(function* () {
         const now = yield* nowOf(state)
         const kind = renewalKindOf(state, now)
-        if (kind === "not_due") return [{ state, drafted: false }, state] as const
+        if (kind === "not_due") return [{ state, drafted: false, confirmation: null }, state] as const
         const end = state.currentPeriodEnd
         // Usage of a trial is billed at 0 (research §4.2).
         const usage =
           state.status === "trialing" ? null : yield* usageLine(state, state.currentPeriodStart, end)
         let next: NextPeriod | null = null
-        let invoice: InvoiceDraft | null = null
+        let drafted: {
+          readonly draft: InvoiceDraft
+          readonly confirmation: StartedConfirmation | null
+        } | null = null
         if (kind === "cancel_at_period_end") {
           if (usage !== null && usage.amount > 0)
-            invoice = yield* draftInvoice(state, {
-              billingReason: "subscription_cancel",
-              periodStart: end,
-              periodEnd: end,
-              lines: [usage],
-              paymentMethod: state.paymentMethod,
-              callKeyPrefix: renewalKeyOf(subscriptionId, end),
-              metadata
-            })
+            drafted = yield* draftWithIntent(
+              state,
+              {
+                billingReason: "subscription_cancel",
+                periodStart: end,
+                periodEnd: end,
+                lines: [usage],
+                paymentMethod: state.paymentMethod,
+                callKeyPrefix: renewalKeyOf(subscriptionId, end),
+                metadata
+              },
+              true
+            )
         } else if (kind === "renew") {
           next = nextPeriodOf(state, now)
           const lines = [
             subscriptionLine(next.price, next.quantity, next.periodStart, next.periodEnd),
             ...(usage === null ? [] : [usage])
           ]
-          invoice = yield* draftInvoice(state, {
-            billingReason: "subscription_cycle",
-            periodStart: next.periodStart,
-            periodEnd: next.periodEnd,
-            lines,
-            paymentMethod: state.paymentMethod,
-            callKeyPrefix: renewalKeyOf(subscriptionId, next.periodStart),
-            metadata
-          })
+          drafted = yield* draftWithIntent(
+            state,
+            {
+              billingReason: "subscription_cycle",
+              periodStart: next.periodStart,
+              periodEnd: next.periodEnd,
+              lines,
+              paymentMethod: state.paymentMethod,
+              callKeyPrefix: renewalKeyOf(subscriptionId, next.periodStart),
+              metadata
+            },
+            true
+          )
         }
+        const invoice = drafted?.draft ?? null
         const result = yield* execute(subscriptionId, { _tag: "Renew", now, next, invoice }, metadata, loaded)
-        return [{ state: result.state, drafted: invoice !== null }, result.state] as const
+        const renewal = {
+          state: result.state,
+          drafted: invoice !== null,
+          confirmation: drafted?.confirmation ?? null
+        }
+        return [renewal, result.state] as const
       })
     )
 
@@ -667,7 +705,7 @@ export const makeBilling = Effect.gen(function* () {
     Effect.gen(function* () {
       const renewal = yield* renewInTransaction(subscriptionId, metadata)
       if (Option.isNone(renewal)) return DueOutcome.done()
-      const { state, drafted } = renewal.value
+      const { state, drafted, confirmation } = renewal.value
       const latest = latestInvoiceOf(state)
       if (latest === undefined || latest.status !== "open" || latest.attemptCount > 0)
         return DueOutcome.done()
@@ -675,7 +713,7 @@ export const makeBilling = Effect.gen(function* () {
       const collected = yield* collect(
         subscriptionId,
         latest.invoiceId,
-        drafted ? { automatic: true, renewed: state } : { automatic: true },
+        drafted ? { automatic: true, renewed: { state, confirmation } } : { automatic: true },
         metadata
       )
       if (collected._tag === "Unknown") {

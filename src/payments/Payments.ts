@@ -189,6 +189,13 @@ export const callFor = (
   }
 }
 
+/** A processor call recorded as started (step 1), for `finish` to make and record (steps 2 and 3). */
+export interface StartedCall {
+  readonly state: IntentState
+  readonly version: number
+  readonly op: Operation | undefined
+}
+
 export const makePayments = Effect.gen(function* () {
   const runner = yield* CommandRunner
   const transact = yield* makeTransact
@@ -249,8 +256,13 @@ export const makePayments = Effect.gen(function* () {
       const op = startedOperation(result.state, result.events)
       if (op !== undefined)
         yield* work.schedule({ kind: PROCESSOR_CALL_KIND, key: op.key, dueAt, payload: { paymentIntentId } })
-      return { state: result.state, version: result.version, op }
+      const started: StartedCall = { state: result.state, version: result.version, op }
+      return started
     })
+
+  /** `arm` with the safety net due `recoveryAfter` from now (inside the caller's transaction). */
+  const armNow = (paymentIntentId: string, result: CommandResult<IntentState, PaymentEvent>) =>
+    Effect.flatMap(Time.fromNow(recoveryAfter), (dueAt) => arm(paymentIntentId, dueAt, result))
 
   /** A test-only crash point (`PAYMENTS_CRASH_AFTER_CALL`, test processor, never in production). */
   const crashAfterCall =
@@ -259,11 +271,7 @@ export const makePayments = Effect.gen(function* () {
       : Effect.void
 
   /** Steps 2 and 3 of a started call (nothing when the command started none). */
-  const finish = (
-    paymentIntentId: string,
-    started: { readonly state: IntentState; readonly version: number; readonly op: Operation | undefined },
-    metadata: EventMetadata
-  ) =>
+  const finish = (paymentIntentId: string, started: StartedCall, metadata: EventMetadata) =>
     Effect.gen(function* () {
       if (started.op === undefined) return started.state
       const op = started.op
@@ -791,9 +799,11 @@ export const makePayments = Effect.gen(function* () {
      * The internals the payments port (port.ts) reuses, so the state machine and the three-step
      * processor calls exist once: `execute` (one command, joining the caller's transaction), `run`
      * (a command that may start a call, then the call and its record; never inside a transaction),
-     * `confirmation` (a confirm or the awaited outcome of a concurrent one), the client-secret hash.
+     * `confirmation` (a confirm or the awaited outcome of a concurrent one), the client-secret hash,
+     * and the halves of `run` for a call started inside the caller's transaction: `armNow` (in it)
+     * and `finish` (after its commit).
      */
-    internals: { execute, run, confirmation, hashSecret }
+    internals: { execute, run, confirmation, hashSecret, armNow, finish }
   }
 })
 

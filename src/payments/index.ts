@@ -22,6 +22,7 @@ import type {
 } from "./decider.js"
 import type { CancellationReason, CaptureMethod, RefundReason } from "./events.js"
 import type { PaymentIntentObject, RefundObject } from "./objects.js"
+import type { StartedCall } from "./Payments.js"
 import type { ProcessorUnavailable } from "./processor.js"
 
 /** The most one payment can be (minor units): checkout totals and invoices are bounded by it. */
@@ -78,6 +79,18 @@ export interface ConfirmOutcome {
 
 export type PaymentsPortError = CommandError<never>
 
+/**
+ * A confirmation started with its intent's creation inside the caller's transaction
+ * (`createConfirmingIntent`), for `finishConfirmation` to complete after that transaction commits.
+ */
+export interface StartedConfirmation {
+  readonly paymentIntentId: string
+  /** The payment of the attempt started. */
+  readonly paymentId: string
+  /** Payments' own record of the start; the caller only hands it back. */
+  readonly call: StartedCall
+}
+
 export interface PaymentsPortShape {
   /**
    * Creates an intent inside the CALLER's transaction (no processor call): `requires_payment_method`,
@@ -87,6 +100,28 @@ export interface PaymentsPortShape {
     input: NewIntentCommand,
     metadata: EventMetadata
   ) => Effect.Effect<IntentWithSecret, UnknownPaymentMethod | ProcessorUnavailable | PaymentsPortError>
+  /**
+   * `createIntent`, and with a payment method also step 1 of its confirmation (the call recorded as
+   * started, its safety net armed) in the same transaction: one transaction for what `createIntent`
+   * then `confirm` take two. `confirmation` is null without a payment method. After the commit,
+   * `finishConfirmation` makes the call; if it never runs (a crash), the safety net makes it.
+   */
+  readonly createConfirmingIntent: (
+    input: NewIntentCommand,
+    metadata: EventMetadata
+  ) => Effect.Effect<
+    { readonly intent: IntentWithSecret; readonly confirmation: StartedConfirmation | null },
+    UnknownPaymentMethod | ProcessorUnavailable | PaymentsPortError
+  >
+  /**
+   * Steps 2 and 3 of a confirmation `createConfirmingIntent` started: the processor call and its
+   * outcome recorded. Must NOT run inside a transaction. An unreachable processor leaves the intent
+   * `processing` (the safety net asks again); a decline is an outcome (`declined: true`).
+   */
+  readonly finishConfirmation: (
+    confirmation: StartedConfirmation,
+    metadata: EventMetadata
+  ) => Effect.Effect<ConfirmOutcome, PaymentsPortError>
   /**
    * Confirms: the three-step processor call (recorded as started, made, outcome recorded), or the
    * outcome of a concurrent confirmation's call. Must NOT run inside a transaction (the call would

@@ -11,6 +11,7 @@ import type { EventMetadata } from "../eventstore/EventStore.js"
 import { type CommandError, CommandRunner } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import {
+  type IntentState,
   intentObjectOf,
   type PaymentError,
   PaymentIntentDecider,
@@ -18,7 +19,13 @@ import {
   paymentIntentStream,
   refundObjectOf
 } from "./decider.js"
-import { PaymentsPort, UnknownPaymentMethod } from "./index.js"
+import {
+  type ConfirmOutcome,
+  type IntentWithSecret,
+  PaymentsPort,
+  type StartedConfirmation,
+  UnknownPaymentMethod
+} from "./index.js"
 import { makePayments } from "./Payments.js"
 import { PaymentProcessor } from "./processor.js"
 import { selectPayment } from "./queries.js"
@@ -86,12 +93,18 @@ export const makePaymentsPort = Effect.gen(function* () {
       })
     )
 
-  const createIntent = (
+  /**
+   * The intent created in the caller's transaction; with `confirmAs` (a payment id) and a payment
+   * method, its confirmation started in the same command and the safety net armed.
+   */
+  const create = (
     input: Parameters<typeof PaymentsPort.Service.createIntent>[0],
-    metadata: EventMetadata
+    metadata: EventMetadata,
+    confirmAs: string | undefined
   ) =>
     Effect.gen(function* () {
       const paymentMethod = input.paymentMethod === null ? null : yield* resolve(input.paymentMethod)
+      const confirmPaymentId = paymentMethod === null ? undefined : confirmAs
       const paymentIntentId = yield* Ids.make("pi")
       const clientSecret = `${paymentIntentId}_secret_${randomBytes(16).toString("hex")}`
       const result = yield* internals
@@ -109,13 +122,43 @@ export const makePaymentsPort = Effect.gen(function* () {
             paymentMethod,
             clientSecretHash: internals.hashSecret(clientSecret),
             processor: processor.name,
-            ...(input.callKeyPrefix === undefined ? {} : { callKeyPrefix: input.callKeyPrefix })
+            ...(input.callKeyPrefix === undefined ? {} : { callKeyPrefix: input.callKeyPrefix }),
+            ...(confirmPaymentId === undefined ? {} : { confirmPaymentId })
           },
           metadata
         )
         .pipe(only(none))
-      return { ...intentObjectOf(result.state), clientSecret }
+      const intent: IntentWithSecret = { ...intentObjectOf(result.state), clientSecret }
+      if (confirmPaymentId === undefined) return { intent, confirmation: null }
+      const confirmation: StartedConfirmation = {
+        paymentIntentId,
+        paymentId: confirmPaymentId,
+        call: yield* internals.armNow(paymentIntentId, result)
+      }
+      return { intent, confirmation }
     })
+
+  const createIntent = (
+    input: Parameters<typeof PaymentsPort.Service.createIntent>[0],
+    metadata: EventMetadata
+  ) => Effect.map(create(input, metadata, undefined), ({ intent }) => intent)
+
+  const createConfirmingIntent = (
+    input: Parameters<typeof PaymentsPort.Service.createIntent>[0],
+    metadata: EventMetadata
+  ) => Effect.flatMap(Ids.make("pay"), (paymentId) => create(input, metadata, paymentId))
+
+  const outcomeOf = (state: IntentState, paymentId: string): ConfirmOutcome => ({
+    intent: intentObjectOf(state),
+    paymentId,
+    declined: state.payments.find((p) => p.paymentId === paymentId)?.status === "failed"
+  })
+
+  const finishConfirmation = (confirmation: StartedConfirmation, metadata: EventMetadata) =>
+    internals.finish(confirmation.paymentIntentId, confirmation.call, metadata).pipe(
+      only(none),
+      Effect.map((state) => outcomeOf(state, confirmation.paymentId))
+    )
 
   const confirm = (
     paymentIntentId: string,
@@ -128,12 +171,7 @@ export const makePaymentsPort = Effect.gen(function* () {
       const confirmed = yield* internals
         .confirmation(paymentIntentId, { _tag: "Confirm", paymentMethod, paymentId }, metadata)
         .pipe(only(tagged("PaymentIntentNotFound", "UnexpectedState", "PaymentMethodMissing")))
-      const attempt = confirmed.state.payments.find((p) => p.paymentId === confirmed.paymentId)
-      return {
-        intent: intentObjectOf(confirmed.state),
-        paymentId: confirmed.paymentId,
-        declined: attempt?.status === "failed"
-      }
+      return outcomeOf(confirmed.state, confirmed.paymentId)
     })
 
   const cancel = (
@@ -188,6 +226,8 @@ export const makePaymentsPort = Effect.gen(function* () {
 
   return PaymentsPort.of({
     createIntent,
+    createConfirmingIntent,
+    finishConfirmation,
     confirm,
     cancel,
     refund,

@@ -30,7 +30,7 @@ import { registeredShopper } from "../support/customers.js"
 import { TestConfig } from "../support/database.js"
 import { apiKeyWith } from "../support/identity.js"
 import { eventually } from "../support/notifications.js"
-import { confirmThenCrash } from "../support/payments.js"
+import { callStartedThenCrash } from "../support/payments.js"
 
 const DAY = 86_400_000
 const PROCESSORS = [billingRenewals(), processorCallRecovery()]
@@ -100,8 +100,9 @@ layer(App, { excludeTestServices: true, timeout: 180_000 })("no double charge", 
       const billing = yield* Billing
       const sub = yield* activeSubscription(token, 4200)
       const start = new Date(sub.currentPeriodEnd)
-      // The renewal's transaction commits (invoice, intent, period advanced) on a clock already past
-      // the period end, the processor charges the card — and the process dies before recording it.
+      // The renewal's transaction commits (invoice, intent with its confirmation started, period
+      // advanced) on a clock already past the period end, the processor charges the card — and the
+      // process dies before recording it.
       const ahead = makeShiftedClock(shifted.clock.unsafeCurrentTimeMillis() - Date.now() + 31 * DAY)
       const opened = yield* billing
         .openRenewal(sub.id, { actor: { type: "system", id: "test" } })
@@ -109,9 +110,10 @@ layer(App, { excludeTestServices: true, timeout: 180_000 })("no double charge", 
       const invoice =
         opened._tag === "Some" ? opened.value.invoices.find((i) => i.status === "open") : undefined
       expect(invoice?.invoiceId).toBe(invoiceIdOf(sub.id, start))
-      yield* confirmThenCrash(invoice?.paymentIntentId ?? "")
-      // Restart: the workers' clock reaches the period end; the renewal item runs again.
-      yield* shifted.advance(Duration.millis(31 * DAY))
+      yield* callStartedThenCrash(invoice?.paymentIntentId ?? "")
+      // Restart: the workers' clock passes the period end and the call's safety net (30 s after the
+      // start); the renewal item runs again, and the recovery worker asks the processor again.
+      yield* shifted.advance(Duration.millis(31 * DAY + 60_000))
       const done = yield* eventually(
         Effect.map(getSubscription(token, sub.id), (now) =>
           now.latestInvoice?.status === "paid" ? now : undefined

@@ -1,6 +1,7 @@
 /**
  * The payments port (`PaymentsPort`, what checkout and orders use): an intent created in the
- * caller's transaction commits or rolls back with it; a decline is data, not a failure; cancel of a
+ * caller's transaction commits or rolls back with it (and so does a confirmation started with it, whose
+ * call is made once after the commit); a decline is data, not a failure; cancel of a
  * canceled intent answers it; a refund under a caller's key is made once however often it is asked,
  * and never beyond what was captured.
  */
@@ -64,6 +65,59 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 60_000 })("payments po
       expect(canceled).toMatchObject({ status: "canceled", cancellationReason: "abandoned" })
       expect(yield* port.cancel(open.id, "duplicate", META)).toEqual(canceled)
     })
+  )
+
+  it.effect(
+    "createConfirmingIntent starts the confirmation in the caller's transaction; finishConfirmation charges once",
+    () =>
+      Effect.gen(function* () {
+        const port = yield* PaymentsPort
+        const runner = yield* CommandRunner
+        // Rolled back with the caller: no intent, and no call was made.
+        let rolledBack = ""
+        const exit = yield* Effect.exit(
+          runner.transact(
+            Effect.gen(function* () {
+              const started = yield* port.createConfirmingIntent(newIntent("pm_card_visa"), META)
+              rolledBack = started.intent.id
+              return yield* Effect.fail("the caller gives up")
+            })
+          )
+        )
+        expect(Exit.isFailure(exit)).toBe(true)
+        expect(Option.isNone(yield* port.find(rolledBack))).toBe(true)
+
+        const started = yield* runner.transact(
+          port.createConfirmingIntent(newIntent("pm_card_visa", 1300), META)
+        )
+        expect(started.intent.status).toBe("processing")
+        const confirmation = started.confirmation
+        if (confirmation === null) return yield* Effect.die("no confirmation was started")
+        expect(yield* processorCalls(started.intent.id)).toEqual([])
+        const paid = yield* port.finishConfirmation(confirmation, META)
+        expect(paid).toMatchObject({
+          declined: false,
+          paymentId: confirmation.paymentId,
+          intent: { status: "succeeded", amountReceived: 1300, latestPaymentId: confirmation.paymentId }
+        })
+        // Finishing again (a retried step) asks the processor again under the same key: one charge.
+        expect(yield* port.finishConfirmation(confirmation, META)).toMatchObject({
+          intent: { status: "succeeded", amountReceived: 1300 }
+        })
+        expect((yield* processorCalls(started.intent.id)).map((c) => [c.operation, c.requests])).toEqual([
+          ["authorize", 2]
+        ])
+
+        // A decline is data; without a payment method nothing is started.
+        const declining = yield* port.createConfirmingIntent(newIntent("pm_card_visa_chargeDeclined"), META)
+        if (declining.confirmation === null) return yield* Effect.die("no confirmation was started")
+        expect(yield* port.finishConfirmation(declining.confirmation, META)).toMatchObject({
+          declined: true,
+          intent: { status: "requires_payment_method" }
+        })
+        const bare = yield* port.createConfirmingIntent(newIntent(null), META)
+        expect(bare).toMatchObject({ confirmation: null, intent: { status: "requires_payment_method" } })
+      })
   )
 
   it.effect("refund under a key: made once however often asked; never beyond what was captured", () =>

@@ -52,6 +52,23 @@ export const processorCalls = (prefix = "") =>
   )
 
 /**
+ * The processor call of a confirmation already recorded as started (a renewal starts it with the
+ * invoice's intent, safety net armed), made at the processor — then nothing, as if the process died
+ * before recording the outcome. Answers the started call.
+ */
+export const callStartedThenCrash = (paymentIntentId: string) =>
+  Effect.gen(function* () {
+    const runner = yield* CommandRunner
+    const processor = yield* PaymentProcessor
+    const { state } = yield* runner.load(PaymentIntentDecider, paymentIntentStream(paymentIntentId))
+    const op = state.operations[0]
+    if (op === undefined) throw new Error("no call was started")
+    const answer = yield* callFor(processor, state, op)
+    expect(answer._tag).toBe("Authorized")
+    return op
+  })
+
+/**
  * A confirmation as `Payments` makes it, cut short where a crash would: the call recorded as
  * started (with its safety net armed, due at once) and made at the processor — then nothing, as if
  * the process died before recording the outcome. Answers the started call.
