@@ -321,12 +321,25 @@ export const makeDueWork = Effect.gen(function* () {
         const at = yield* now
         const until = addDuration(at, options.leaseTtl)
         const kinds = [...options.kinds]
-        // One kind (every worker today) as `=`: the (kind, time) index then yields rows in time order.
+        // One kind as `=`: the (kind, time) index then yields rows in time order, and the scan stops
+        // at the LIMIT.
         const ofKinds = kinds.length === 1 ? sql`kind = ${kinds[0] ?? ""}` : sql`kind = ANY(${kinds})`
-        const due = sql`
+        // Several kinds (billing's worker has four): one such ordered scan per kind, each stopping at
+        // the LIMIT, then the earliest of them. `kind = ANY(…)` instead read and sorted every due item
+        // of those kinds on every claim (4.6 ms at 10,000 due, growing with the backlog; 0.06 ms so).
+        // Rows a kind's scan locked beyond what is picked are unlocked when the statement commits.
+        const due =
+          kinds.length === 1
+            ? sql`
             SELECT id FROM processors.due_work
              WHERE status = 'pending' AND due_at <= ${at} AND ${ofKinds}
              ORDER BY due_at LIMIT ${options.limit} FOR UPDATE SKIP LOCKED`
+            : sql`
+            SELECT d.id FROM unnest(${kinds}::text[]) AS k(kind),
+              LATERAL (SELECT w.id, w.due_at FROM processors.due_work w
+                        WHERE w.status = 'pending' AND w.kind = k.kind AND w.due_at <= ${at}
+                        ORDER BY w.due_at LIMIT ${options.limit} FOR UPDATE SKIP LOCKED) AS d
+             ORDER BY d.due_at LIMIT ${options.limit}`
         // Capped per group: saturated groups are skipped in the scan, the others get what is left of
         // their cap (row_number per group), then the rows are locked (re-checked, skipping taken ones).
         const dueByGroup = (groups: NonNullable<ClaimOptions["groups"]>) => {

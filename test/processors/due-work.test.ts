@@ -79,6 +79,37 @@ layer(TestLayer, { excludeTestServices: true, timeout: 60_000 })("DueWork", (it)
     )
   )
 
+  it.effect("a claim of several kinds takes the earliest due items across them, in due order", () =>
+    withTestClock(
+      Effect.gen(function* () {
+        const work = yield* DueWork
+        // Interleaved due times across three kinds; one not yet due, one of a kind not asked for.
+        const plan: ReadonlyArray<readonly [string, string, number]> = [
+          ["mk-a", "a1", 100],
+          ["mk-b", "b1", 200],
+          ["mk-c", "c1", 300],
+          ["mk-a", "a2", 400],
+          ["mk-b", "b2", 500],
+          ["mk-other", "o1", 50],
+          ["mk-c", "c2", 60_000]
+        ]
+        for (const [kind, key, ms] of plan) yield* work.schedule({ kind, key, dueAt: at(ms) })
+        yield* TestClock.adjust("1 second")
+        const claim = (limit: number) =>
+          Effect.map(
+            work.claim({ kinds: ["mk-a", "mk-b", "mk-c"], limit, owner: "w", leaseTtl: "30 seconds" }),
+            (items) => items.map((i) => i.key)
+          )
+        expect(yield* claim(3)).toEqual(["a1", "b1", "c1"])
+        // What one claim's scans locked beyond its pick is free again for the next.
+        expect(yield* claim(3)).toEqual(["a2", "b2"])
+        expect(yield* claim(3)).toEqual([])
+        expect((yield* item("mk-c", "c2")).status).toBe("pending")
+        expect((yield* item("mk-other", "o1")).status).toBe("pending")
+      })
+    )
+  )
+
   it.effect("schedule is idempotent on (kind, key); done, failed and cancelled items need `replace`", () =>
     withTestClock(
       Effect.gen(function* () {
