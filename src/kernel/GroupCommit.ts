@@ -61,12 +61,11 @@ export const makeGroupCommit = <I, O, E, R>(
           discard: true
         }
       )
-    const alone = (w: Waiting<I, O, E>) =>
-      Effect.flatMap(Effect.exit(options.write([w.item])), (exit) => answer([w], exit))
-    const writeGroup = (group: ReadonlyArray<Waiting<I, O, E>>) =>
+    // A failed group of several is written again as groups of one.
+    const writeGroup = (group: ReadonlyArray<Waiting<I, O, E>>): Effect.Effect<void, never, R> =>
       Effect.flatMap(Effect.exit(options.write(group.map((w) => w.item))), (exit) =>
         Exit.isFailure(exit) && group.length > 1 && !Exit.isInterrupted(exit)
-          ? Effect.forEach(group, alone, { discard: true })
+          ? Effect.forEach(group, (w) => writeGroup([w]), { discard: true })
           : answer(group, exit)
       ).pipe(
         Effect.onInterrupt(() => Effect.forEach(group, (w) => Deferred.interrupt(w.done), { discard: true }))
