@@ -570,16 +570,17 @@ export const makeBilling = Effect.gen(function* () {
       const state = options.renewed?.state ?? (yield* load(subscriptionId))
       const invoice = state.invoices.find((i) => i.invoiceId === invoiceId)
       if (invoice === undefined || invoice.status !== "open") return { _tag: "Done" as const, state }
+      const started = options.renewed?.confirmation ?? null
       const collected =
-        options.renewed?.confirmation == null
-          ? yield* charge(
+        started !== null
+          ? yield* Effect.map(payments.finishConfirmation(started, metadata), (o) =>
+              outcomeOfIntent(o.intent, o.declined, o.paymentId)
+            )
+          : yield* charge(
               invoice,
               options.paymentMethod ?? state.paymentMethod,
               metadata,
               options.renewed !== undefined
-            )
-          : yield* Effect.map(payments.finishConfirmation(options.renewed.confirmation, metadata), (o) =>
-              outcomeOfIntent(o.intent, o.declined, o.paymentId)
             )
       if (collected._tag === "Unknown") return { _tag: "Unknown" as const, state, reason: collected.reason }
       const after = yield* record(subscriptionId, invoiceId, collected.outcome, options.automatic, metadata)

@@ -251,18 +251,19 @@ export const makePayments = Effect.gen(function* () {
   }
 
   /** Step 1's second half: arms the safety net of the call a command started, if it started one. */
-  const arm = (paymentIntentId: string, dueAt: Date, result: CommandResult<IntentState, PaymentEvent>) =>
+  const arm = (paymentIntentId: string, result: CommandResult<IntentState, PaymentEvent>) =>
     Effect.gen(function* () {
       const op = startedOperation(result.state, result.events)
       if (op !== undefined)
-        yield* work.schedule({ kind: PROCESSOR_CALL_KIND, key: op.key, dueAt, payload: { paymentIntentId } })
+        yield* work.schedule({
+          kind: PROCESSOR_CALL_KIND,
+          key: op.key,
+          dueAt: yield* Time.fromNow(recoveryAfter),
+          payload: { paymentIntentId }
+        })
       const started: StartedCall = { state: result.state, version: result.version, op }
       return started
     })
-
-  /** `arm` with the safety net due `recoveryAfter` from now (inside the caller's transaction). */
-  const armNow = (paymentIntentId: string, result: CommandResult<IntentState, PaymentEvent>) =>
-    Effect.flatMap(Time.fromNow(recoveryAfter), (dueAt) => arm(paymentIntentId, dueAt, result))
 
   /** A test-only crash point (`PAYMENTS_CRASH_AFTER_CALL`, test processor, never in production). */
   const crashAfterCall =
@@ -302,11 +303,8 @@ export const makePayments = Effect.gen(function* () {
    */
   const run = (paymentIntentId: string, command: PaymentCommand, metadata: EventMetadata) =>
     Effect.gen(function* () {
-      const dueAt = yield* Time.fromNow(recoveryAfter)
       const started = yield* transact(
-        Effect.flatMap(execute(paymentIntentId, command, metadata), (result) =>
-          arm(paymentIntentId, dueAt, result)
-        )
+        Effect.flatMap(execute(paymentIntentId, command, metadata), (result) => arm(paymentIntentId, result))
       )
       return yield* finish(paymentIntentId, started, metadata)
     })
@@ -530,7 +528,6 @@ export const makePayments = Effect.gen(function* () {
       const paymentIntentId = yield* Ids.make("pi")
       const clientSecret = `${paymentIntentId}_secret_${randomBytes(16).toString("hex")}`
       const metadata = yield* commandMetadata(actor)
-      const dueAt = yield* Time.fromNow(recoveryAfter)
       const confirmNow = confirmAs !== undefined && paymentMethod !== null ? confirmAs : undefined
       const { result, started } = yield* transact(
         Effect.gen(function* () {
@@ -554,7 +551,7 @@ export const makePayments = Effect.gen(function* () {
             metadata
           )
           if (confirmNow === undefined) return { result, started: undefined }
-          return { result, started: yield* arm(paymentIntentId, dueAt, result) }
+          return { result, started: yield* arm(paymentIntentId, result) }
         })
       )
       return { state: result.state, clientSecret, metadata, started }
@@ -800,10 +797,10 @@ export const makePayments = Effect.gen(function* () {
      * processor calls exist once: `execute` (one command, joining the caller's transaction), `run`
      * (a command that may start a call, then the call and its record; never inside a transaction),
      * `confirmation` (a confirm or the awaited outcome of a concurrent one), the client-secret hash,
-     * and the halves of `run` for a call started inside the caller's transaction: `armNow` (in it)
+     * and the halves of `run` for a call started inside the caller's transaction: `arm` (in it)
      * and `finish` (after its commit).
      */
-    internals: { execute, run, confirmation, hashSecret, armNow, finish }
+    internals: { execute, run, confirmation, hashSecret, arm, finish }
   }
 })
 

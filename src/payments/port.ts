@@ -133,7 +133,7 @@ export const makePaymentsPort = Effect.gen(function* () {
       const confirmation: StartedConfirmation = {
         paymentIntentId,
         paymentId: confirmPaymentId,
-        call: yield* internals.armNow(paymentIntentId, result)
+        call: yield* internals.arm(paymentIntentId, result)
       }
       return { intent, confirmation }
     })
