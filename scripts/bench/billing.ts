@@ -47,6 +47,7 @@ import type { AuthenticatedActor } from "../../src/http/Auth.js"
 import * as Ids from "../../src/kernel/Ids.js"
 import { PaymentProcessor } from "../../src/payments/processor.js"
 import { makeShiftedClock } from "../../test/support/clock.js"
+import { cpuTicks, MICROS_PER_TICK } from "./procs.js"
 import {
   appBaseUrl,
   benchApp,
@@ -188,6 +189,15 @@ const renewalPhase = (base: string, accessToken: string, count: number) =>
     // The workers' time: just past the last period end, so every renewal is due at once.
     const ahead = makeShiftedClock(lastEnd + 1000 - Date.now()).clock
     yield* Console.log(`… renewals: ${RENEWAL_WORKERS} workers, ${fmt(count)} renewals due at once`)
+    // CPU of this process (the workers) and of the database's backends (local ones, from /proc) over
+    // the renewals: what bounds their rate on a machine whose cores both share.
+    const backends = Effect.map(
+      sql<{ readonly pid: number }>`SELECT pid FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid()`,
+      (rows) => new Map(rows.map((r) => [r.pid, cpuTicks(r.pid)] as const))
+    )
+    const pgBefore = yield* backends
+    const nodeBefore = process.cpuUsage()
     const started = Date.now()
     const workers = yield* Effect.forEach(Array.from({ length: RENEWAL_WORKERS }), () =>
       Effect.fork(billingRenewals().run.pipe(Effect.withClock(ahead)))
@@ -198,6 +208,14 @@ const renewalPhase = (base: string, accessToken: string, count: number) =>
       done = yield* renewedCount
     }
     const seconds = (Date.now() - started) / 1000
+    const nodeSpent = process.cpuUsage(nodeBefore)
+    const pgAfter = yield* backends
+    let pgTicks = 0
+    for (const [pid, t] of pgAfter) pgTicks += t - (pgBefore.get(pid) ?? 0)
+    const cpuPerRenewal = {
+      nodeMs: (nodeSpent.user + nodeSpent.system) / 1000 / Math.max(1, done),
+      pgMs: (pgTicks * MICROS_PER_TICK) / 1000 / Math.max(1, done)
+    }
     yield* Effect.forEach(workers, Fiber.interrupt)
     const calls = processor.ledger._tag === "None" ? [] : yield* processor.ledger.value.calls("renewal:")
     // Charges per renewal key (`renewal:<subscription>:<periodStart>`): each subscription's renewal
@@ -214,7 +232,7 @@ const renewalPhase = (base: string, accessToken: string, count: number) =>
     )
     const once = renewalCharges.filter((n) => n === 1).length
     const twice = renewalCharges.filter((n) => n > 1).length
-    return { seconds, renewed: done, once, twice, createSeconds }
+    return { seconds, renewed: done, once, twice, createSeconds, cpuPerRenewal }
   })
 
 const program = Effect.gen(function* () {
@@ -375,7 +393,8 @@ const program = Effect.gen(function* () {
           "",
           "",
           `target ≤ 60 s, none twice: ${fmt(renewals.renewed)} renewed, ${fmt(renewals.once)} charged once, ` +
-            `${fmt(renewals.twice)} twice (creating them: ${renewals.createSeconds.toFixed(0)} s)`
+            `${fmt(renewals.twice)} twice (creating them: ${renewals.createSeconds.toFixed(0)} s); CPU per renewal: ` +
+            `${renewals.cpuPerRenewal.nodeMs.toFixed(2)} ms node, ${renewals.cpuPerRenewal.pgMs.toFixed(2)} ms PostgreSQL`
         ]
   ])
   yield* printFootnotes(rows.flatMap(([label]) => of(label).map((m) => [label, m] as const)))

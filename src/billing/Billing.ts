@@ -36,6 +36,7 @@ import {
   type NewIntentCommand,
   type PaymentIntentObject,
   PaymentsPort,
+  type PaymentsPortError,
   ProcessorUnavailable,
   type StartedConfirmation,
   UnknownPaymentMethod
@@ -280,20 +281,25 @@ export const makeBilling = Effect.gen(function* () {
   /**
    * Runs `body` in one transaction under the subscription's row lock, with its state as of the lock
    * (and the stream as read, for its one `execute`), then schedules what the new state calls for
-   * (same transaction) and wakes the workers after it.
+   * (same transaction) and wakes the workers after it. `known`: the stream as this caller's previous
+   * transaction left it, which serves the first try instead of a read (a stream that moved since is
+   * refused by the append's expected version, and the retry reads it).
    */
   const locked = <A, E, R>(
     subscriptionId: string,
     body: (
       state: SubscriptionState,
       loaded: LoadedAggregate<SubscriptionState>
-    ) => Effect.Effect<readonly [A, SubscriptionState], E, R>
-  ) =>
-    Effect.tap(
+    ) => Effect.Effect<readonly [A, SubscriptionState], E, R>,
+    known?: LoadedAggregate<SubscriptionState>
+  ) => {
+    let firstTry = known
+    return Effect.tap(
       runner.transact(
         Effect.gen(function* () {
           const exists = yield* lockSubscription(sql, subscriptionId)
-          const loaded = yield* loadAggregate(subscriptionId)
+          const loaded = firstTry ?? (yield* loadAggregate(subscriptionId))
+          firstTry = undefined
           const state = loaded.state
           if (!exists || !state.exists) return Option.none<A>()
           const [result, after] = yield* body(state, loaded)
@@ -303,6 +309,7 @@ export const makeBilling = Effect.gen(function* () {
       ),
       () => work.wake
     )
+  }
 
   // --- Invoices and their charge -------------------------------------------------------------------
 
@@ -319,7 +326,7 @@ export const makeBilling = Effect.gen(function* () {
   /**
    * An invoice's draft and, when it has something to pay, its intent (in the caller's transaction).
    * `confirm`: the intent's confirmation is started with it (one transaction instead of two; the
-   * caller makes the call with `finishConfirmation` after the commit, else payments' safety net does).
+   * caller makes the call with `callConfirmation` after the commit, else payments' safety net does).
    */
   const draftWithIntent = (s: SubscriptionState, input: InvoiceInput, confirm: boolean) =>
     Effect.gen(function* () {
@@ -514,44 +521,57 @@ export const makeBilling = Effect.gen(function* () {
   /**
    * Records a payment attempt's outcome on the invoice (one transaction, under the row lock): dunning
    * decides the next try (automatic failures only; a manual one leaves the schedule as it is).
+   * `attempt` runs first in that transaction: what the attempt came to, recorded by payments in the
+   * same commit when the call was answered just before. Unknown there records nothing here.
    */
-  const record = (
+  const record = <E, R>(
     subscriptionId: string,
     invoiceId: string,
-    collected: PaymentOutcome,
+    attempt: Effect.Effect<Collected, E, R>,
     automatic: boolean,
-    metadata: EventMetadata
+    metadata: EventMetadata,
+    known?: LoadedAggregate<SubscriptionState>
   ) =>
-    locked(subscriptionId, (state, loaded) =>
-      Effect.gen(function* () {
-        const invoice = state.invoices.find((i) => i.invoiceId === invoiceId)
-        if (invoice === undefined || invoice.status !== "open") return [state, state] as const
-        const now = yield* nowOf(state)
-        let outcome = collected
-        if (outcome._tag === "Failed") {
-          const dunning = invoice.billingReason === "subscription_cycle" && state.status !== "unpaid"
-          const next = !dunning ? null : automatic ? nextAttemptOf(invoice, now) : invoice.nextPaymentAttempt
-          outcome = {
-            ...outcome,
-            nextPaymentAttempt: next,
-            exhausted: dunning && automatic && next === null ? config.billing.onRetriesExhausted : null
+    locked(
+      subscriptionId,
+      (state, loaded) =>
+        Effect.gen(function* () {
+          const collected = yield* attempt
+          const invoice = state.invoices.find((i) => i.invoiceId === invoiceId)
+          if (collected._tag === "Unknown" || invoice === undefined || invoice.status !== "open")
+            return [{ collected, state }, state] as const
+          const now = yield* nowOf(state)
+          let outcome = collected.outcome
+          if (outcome._tag === "Failed") {
+            const dunning = invoice.billingReason === "subscription_cycle" && state.status !== "unpaid"
+            const next = !dunning
+              ? null
+              : automatic
+                ? nextAttemptOf(invoice, now)
+                : invoice.nextPaymentAttempt
+            outcome = {
+              ...outcome,
+              nextPaymentAttempt: next,
+              exhausted: dunning && automatic && next === null ? config.billing.onRetriesExhausted : null
+            }
           }
-        }
-        const result = yield* execute(
-          subscriptionId,
-          { _tag: "RecordPayment", invoiceId, outcome, now },
-          metadata,
-          loaded
-        )
-        return [result.state, result.state] as const
-      })
+          const result = yield* execute(
+            subscriptionId,
+            { _tag: "RecordPayment", invoiceId, outcome, now },
+            metadata,
+            loaded
+          )
+          return [{ collected, state: result.state }, result.state] as const
+        }),
+      known
     )
 
   /**
    * Charges an open invoice (outside any transaction) and records the outcome. Answers the state
    * after, or Unknown when nothing could be recorded (the caller tries again later). `renewed`: the
-   * state a renewal just committed with this invoice (and its intent) new, so neither is read again,
-   * and the confirmation it started with the intent, if it did.
+   * stream a renewal just committed with this invoice (and its intent) new, so neither is read again,
+   * and the confirmation it started with the intent, if it did: its answer is recorded by payments in
+   * the transaction that records it on the invoice.
    */
   const collect = (
     subscriptionId: string,
@@ -560,31 +580,47 @@ export const makeBilling = Effect.gen(function* () {
       readonly paymentMethod?: string | null
       readonly automatic: boolean
       readonly renewed?: {
-        readonly state: SubscriptionState
+        readonly loaded: LoadedAggregate<SubscriptionState>
         readonly confirmation: StartedConfirmation | null
       }
     },
     metadata: EventMetadata
   ) =>
     Effect.gen(function* () {
-      const state = options.renewed?.state ?? (yield* load(subscriptionId))
+      const state = options.renewed?.loaded.state ?? (yield* load(subscriptionId))
       const invoice = state.invoices.find((i) => i.invoiceId === invoiceId)
       if (invoice === undefined || invoice.status !== "open") return { _tag: "Done" as const, state }
+      const unknown = (reason: string) => ({ _tag: "Unknown" as const, state, reason })
       const started = options.renewed?.confirmation ?? null
-      const collected =
-        started !== null
-          ? yield* Effect.map(payments.finishConfirmation(started, metadata), (o) =>
-              outcomeOfIntent(o.intent, o.declined, o.paymentId)
-            )
-          : yield* charge(
-              invoice,
-              options.paymentMethod ?? state.paymentMethod,
-              metadata,
-              options.renewed !== undefined
-            )
-      if (collected._tag === "Unknown") return { _tag: "Unknown" as const, state, reason: collected.reason }
-      const after = yield* record(subscriptionId, invoiceId, collected.outcome, options.automatic, metadata)
-      return { _tag: "Done" as const, state: Option.getOrElse(after, () => state) }
+      let attempt: Effect.Effect<Collected, PaymentsPortError>
+      if (started !== null) {
+        const answered = yield* payments.callConfirmation(started)
+        if (Option.isNone(answered)) return unknown("processor unavailable; the safety net asks again")
+        attempt = Effect.map(payments.recordConfirmation(answered.value, metadata), (o) =>
+          outcomeOfIntent(o.intent, o.declined, o.paymentId)
+        )
+      } else {
+        const collected = yield* charge(
+          invoice,
+          options.paymentMethod ?? state.paymentMethod,
+          metadata,
+          options.renewed !== undefined
+        )
+        if (collected._tag === "Unknown") return unknown(collected.reason)
+        attempt = Effect.succeed(collected)
+      }
+      const after = yield* record(
+        subscriptionId,
+        invoiceId,
+        attempt,
+        options.automatic,
+        metadata,
+        options.renewed?.loaded
+      )
+      if (Option.isNone(after)) return { _tag: "Done" as const, state }
+      const { collected } = after.value
+      if (collected._tag === "Unknown") return unknown(collected.reason)
+      return { _tag: "Done" as const, state: after.value.state }
     })
 
   // --- Renewal, retry, expiry ------------------------------------------------------------------------
@@ -628,14 +664,14 @@ export const makeBilling = Effect.gen(function* () {
    * closed period's usage (through `UsageLedger`), the invoice (licensed fee of the new period in
    * advance + usage in arrears) and its intent, the period advanced — or, with `cancelAtPeriodEnd`,
    * the final usage invoiced and the subscription canceled. Not due (renewed already, past_due,
-   * canceled…): nothing. Answers the state after, and whether this call drafted its latest invoice.
+   * canceled…): nothing. Answers the stream after, and whether this call drafted its latest invoice.
    */
   const renewInTransaction = (subscriptionId: string, metadata: EventMetadata) =>
     locked(subscriptionId, (state, loaded) =>
       Effect.gen(function* () {
         const now = yield* nowOf(state)
         const kind = renewalKindOf(state, now)
-        if (kind === "not_due") return [{ state, drafted: false, confirmation: null }, state] as const
+        if (kind === "not_due") return [{ loaded, drafted: false, confirmation: null }, state] as const
         const end = state.currentPeriodEnd
         // Usage of a trial is billed at 0 (research §4.2).
         const usage =
@@ -683,7 +719,7 @@ export const makeBilling = Effect.gen(function* () {
         const invoice = drafted?.draft ?? null
         const result = yield* execute(subscriptionId, { _tag: "Renew", now, next, invoice }, metadata, loaded)
         const renewal = {
-          state: result.state,
+          loaded: { state: result.state, version: result.version },
           drafted: invoice !== null,
           confirmation: drafted?.confirmation ?? null
         }
@@ -694,7 +730,7 @@ export const makeBilling = Effect.gen(function* () {
   const renewLocked = (subscriptionId: string, metadata: EventMetadata) =>
     Effect.map(
       renewInTransaction(subscriptionId, metadata),
-      Option.map(({ state }) => state)
+      Option.map(({ loaded }) => loaded.state)
     )
 
   /**
@@ -706,7 +742,8 @@ export const makeBilling = Effect.gen(function* () {
     Effect.gen(function* () {
       const renewal = yield* renewInTransaction(subscriptionId, metadata)
       if (Option.isNone(renewal)) return DueOutcome.done()
-      const { state, drafted, confirmation } = renewal.value
+      const { loaded, drafted, confirmation } = renewal.value
+      const state = loaded.state
       const latest = latestInvoiceOf(state)
       if (latest === undefined || latest.status !== "open" || latest.attemptCount > 0)
         return DueOutcome.done()
@@ -714,7 +751,7 @@ export const makeBilling = Effect.gen(function* () {
       const collected = yield* collect(
         subscriptionId,
         latest.invoiceId,
-        drafted ? { automatic: true, renewed: { state, confirmation } } : { automatic: true },
+        drafted ? { automatic: true, renewed: { loaded, confirmation } } : { automatic: true },
         metadata
       )
       if (collected._tag === "Unknown") {
@@ -737,7 +774,10 @@ export const makeBilling = Effect.gen(function* () {
       yield* record(
         subscriptionId,
         invoice.invoiceId,
-        { _tag: "Paid", paymentId: intent.value.latestPaymentId },
+        Effect.succeed<Collected>({
+          _tag: "Outcome",
+          outcome: { _tag: "Paid", paymentId: intent.value.latestPaymentId }
+        }),
         false,
         metadata
       )

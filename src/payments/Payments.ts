@@ -196,6 +196,12 @@ export interface StartedCall {
   readonly op: Operation | undefined
 }
 
+/** Step 2's result: the processor's answer to the call under `key`, for step 3 to record. */
+export interface AnsweredCall {
+  readonly key: string
+  readonly outcome: ProcessorOutcome
+}
+
 export const makePayments = Effect.gen(function* () {
   const runner = yield* CommandRunner
   const transact = yield* makeTransact
@@ -271,25 +277,37 @@ export const makePayments = Effect.gen(function* () {
       ? Effect.sync(() => process.kill(process.pid, "SIGKILL"))
       : Effect.void
 
-  /** Steps 2 and 3 of a started call (nothing when the command started none). */
-  const finish = (paymentIntentId: string, started: StartedCall, metadata: EventMetadata) =>
+  /**
+   * Step 2 of a started call: the processor's answer. None when the command started no call, or the
+   * processor could not be reached (the safety net asks again under the same key).
+   */
+  const answer = (started: StartedCall) =>
     Effect.gen(function* () {
-      if (started.op === undefined) return started.state
+      if (started.op === undefined) return Option.none<AnsweredCall>()
       const op = started.op
       const outcome = yield* Effect.either(callFor(processor, started.state, op))
       if (outcome._tag === "Left") {
         yield* Effect.logWarning(
           `payments: ${op.key} unanswered (${outcome.left.message}); the worker asks again`
         )
-        return started.state
+        return Option.none<AnsweredCall>()
       }
       yield* crashAfterCall
+      return Option.some<AnsweredCall>({ key: op.key, outcome: outcome.right })
+    })
+
+  /** Steps 2 and 3 of a started call (nothing when the command started none). */
+  const finish = (paymentIntentId: string, started: StartedCall, metadata: EventMetadata) =>
+    Effect.gen(function* () {
+      const answered = yield* answer(started)
+      if (Option.isNone(answered)) return started.state
+      const { key, outcome } = answered.value
       // Writers on the stream kept winning the race (other processes' refunds): the call is made
       // and the worker will record it; the client gets the state as it stands rather than a 500.
-      return yield* recordOutcome(paymentIntentId, op.key, outcome.right, metadata, started).pipe(
+      return yield* recordOutcome(paymentIntentId, key, outcome, metadata, started).pipe(
         Effect.catchIf(isConcurrencyConflict, () =>
           Effect.as(
-            Effect.logWarning(`payments: ${op.key} answered but not recorded yet; the worker records it`),
+            Effect.logWarning(`payments: ${key} answered but not recorded yet; the worker records it`),
             started.state
           )
         )
@@ -798,9 +816,10 @@ export const makePayments = Effect.gen(function* () {
      * (a command that may start a call, then the call and its record; never inside a transaction),
      * `confirmation` (a confirm or the awaited outcome of a concurrent one), the client-secret hash,
      * and the halves of `run` for a call started inside the caller's transaction: `arm` (in it)
-     * and `finish` (after its commit).
+     * and `finish` (after its commit), or `finish` in two: `answer` (the call) and `recordOutcome`
+     * (joining a transaction of the caller's).
      */
-    internals: { execute, run, confirmation, hashSecret, arm, finish }
+    internals: { execute, run, confirmation, hashSecret, arm, finish, answer, recordOutcome }
   }
 })
 

@@ -22,7 +22,7 @@ import type {
 } from "./decider.js"
 import type { CancellationReason, CaptureMethod, RefundReason } from "./events.js"
 import type { PaymentIntentObject, RefundObject } from "./objects.js"
-import type { StartedCall } from "./Payments.js"
+import type { AnsweredCall, StartedCall } from "./Payments.js"
 import type { ProcessorUnavailable } from "./processor.js"
 
 /** The most one payment can be (minor units): checkout totals and invoices are bounded by it. */
@@ -81,7 +81,8 @@ export type PaymentsPortError = CommandError<never>
 
 /**
  * A confirmation started with its intent's creation inside the caller's transaction
- * (`createConfirmingIntent`), for `finishConfirmation` to complete after that transaction commits.
+ * (`createConfirmingIntent`), for `callConfirmation` and `recordConfirmation` to complete after that
+ * transaction commits.
  */
 export interface StartedConfirmation {
   readonly paymentIntentId: string
@@ -89,6 +90,13 @@ export interface StartedConfirmation {
   readonly paymentId: string
   /** Payments' own record of the start; the caller only hands it back. */
   readonly call: StartedCall
+}
+
+/** A started confirmation the processor answered (`callConfirmation`), for `recordConfirmation`. */
+export interface AnsweredConfirmation {
+  readonly confirmation: StartedConfirmation
+  /** Payments' own record of the answer; the caller only hands it back. */
+  readonly answer: AnsweredCall
 }
 
 export interface PaymentsPortShape {
@@ -104,7 +112,8 @@ export interface PaymentsPortShape {
    * `createIntent`, and with a payment method also step 1 of its confirmation (the call recorded as
    * started, its safety net armed) in the same transaction: one transaction for what `createIntent`
    * then `confirm` take two. `confirmation` is null without a payment method. After the commit,
-   * `finishConfirmation` makes the call; if it never runs (a crash), the safety net makes it.
+   * `callConfirmation` makes the call and `recordConfirmation` records its answer; if they never run
+   * (a crash), the safety net does both.
    */
   readonly createConfirmingIntent: (
     input: NewIntentCommand,
@@ -114,12 +123,21 @@ export interface PaymentsPortShape {
     UnknownPaymentMethod | ProcessorUnavailable | PaymentsPortError
   >
   /**
-   * Steps 2 and 3 of a confirmation `createConfirmingIntent` started: the processor call and its
-   * outcome recorded. Must NOT run inside a transaction. An unreachable processor leaves the intent
-   * `processing` (the safety net asks again); a decline is an outcome (`declined: true`).
+   * Step 2 of a confirmation `createConfirmingIntent` started: the processor call. Must NOT run
+   * inside a transaction. None when the processor could not be reached: the intent stays
+   * `processing` and the safety net asks again under the same key.
    */
-  readonly finishConfirmation: (
-    confirmation: StartedConfirmation,
+  readonly callConfirmation: (
+    confirmation: StartedConfirmation
+  ) => Effect.Effect<Option.Option<AnsweredConfirmation>, PaymentsPortError>
+  /**
+   * Step 3: the answer recorded (the safety net disarmed with it), JOINING the caller's transaction
+   * so what the caller records of the outcome commits with it. A decline is an outcome
+   * (`declined: true`). The first record of an answer decides on the intent as the start left it
+   * (no read); a repeat (the caller's transaction run again after a conflict) reads the stream.
+   */
+  readonly recordConfirmation: (
+    answered: AnsweredConfirmation,
     metadata: EventMetadata
   ) => Effect.Effect<ConfirmOutcome, PaymentsPortError>
   /**

@@ -20,6 +20,7 @@ import {
   refundObjectOf
 } from "./decider.js"
 import {
+  type AnsweredConfirmation,
   type ConfirmOutcome,
   type IntentWithSecret,
   PaymentsPort,
@@ -154,11 +155,34 @@ export const makePaymentsPort = Effect.gen(function* () {
     declined: state.payments.find((p) => p.paymentId === paymentId)?.status === "failed"
   })
 
-  const finishConfirmation = (confirmation: StartedConfirmation, metadata: EventMetadata) =>
-    internals.finish(confirmation.paymentIntentId, confirmation.call, metadata).pipe(
-      only(none),
-      Effect.map((state) => outcomeOf(state, confirmation.paymentId))
+  // Answers recorded once already: a repeat is the caller's transaction run again after a conflict,
+  // so the intent may have moved since the start and is read again.
+  const recordedOnce = new WeakSet<AnsweredConfirmation>()
+
+  const callConfirmation = (confirmation: StartedConfirmation) =>
+    Effect.map(
+      internals.answer(confirmation.call),
+      Option.map((answer): AnsweredConfirmation => ({ confirmation, answer }))
     )
+
+  const recordConfirmation = (answered: AnsweredConfirmation, metadata: EventMetadata) =>
+    Effect.suspend(() => {
+      const { confirmation, answer } = answered
+      const first = !recordedOnce.has(answered)
+      recordedOnce.add(answered)
+      return internals
+        .recordOutcome(
+          confirmation.paymentIntentId,
+          answer.key,
+          answer.outcome,
+          metadata,
+          first ? confirmation.call : undefined
+        )
+        .pipe(
+          only(none),
+          Effect.map((state) => outcomeOf(state, confirmation.paymentId))
+        )
+    })
 
   const confirm = (
     paymentIntentId: string,
@@ -227,7 +251,8 @@ export const makePaymentsPort = Effect.gen(function* () {
   return PaymentsPort.of({
     createIntent,
     createConfirmingIntent,
-    finishConfirmation,
+    callConfirmation,
+    recordConfirmation,
     confirm,
     cancel,
     refund,

@@ -5,8 +5,9 @@
  * the work runs again — the processor is asked again under the same key and moves no money twice.
  */
 import { NodeHttpServer } from "@effect/platform-node"
+import { SqlClient } from "@effect/sql"
 import { layer } from "@effect/vitest"
-import { Duration, Effect, Fiber, Layer } from "effect"
+import { Deferred, Duration, Effect, Fiber, Layer } from "effect"
 import { expect } from "vitest"
 import { Billing } from "../../src/billing/Billing.js"
 import { invoiceIdOf } from "../../src/billing/index.js"
@@ -27,8 +28,8 @@ import {
 } from "../support/billing.js"
 import { makeShiftedClock } from "../support/clock.js"
 import { registeredShopper } from "../support/customers.js"
-import { TestConfig } from "../support/database.js"
-import { apiKeyWith } from "../support/identity.js"
+import { TestConfig, usingRealPostgres } from "../support/database.js"
+import { apiKeyWith, call } from "../support/identity.js"
 import { eventually } from "../support/notifications.js"
 import { callStartedThenCrash } from "../support/payments.js"
 
@@ -143,5 +144,53 @@ layer(App, { excludeTestServices: true, timeout: 180_000 })("no double charge", 
       ])
       expect((yield* invoicesOf(token, sub.id)).length).toBe(2)
     })
+  )
+
+  it.effect.skipIf(!usingRealPostgres)(
+    "a subscription changed during the renewal's processor call: charged once, paid on the stream as it now is",
+    () =>
+      Effect.gen(function* () {
+        const token = yield* staff
+        const billing = yield* Billing
+        const sql = yield* SqlClient.SqlClient
+        const sub = yield* activeSubscription(token, 900)
+        const start = new Date(sub.currentPeriodEnd)
+        // The test processor's ledger held: the renewal's call waits there, after its transaction.
+        const held = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        const holder = yield* Effect.fork(
+          sql.withTransaction(
+            Effect.gen(function* () {
+              yield* sql`LOCK TABLE payments.test_processor_calls IN SHARE ROW EXCLUSIVE MODE`
+              yield* Deferred.succeed(held, undefined)
+              yield* Deferred.await(release)
+            })
+          )
+        )
+        yield* Deferred.await(held)
+        const ahead = makeShiftedClock(shifted.clock.unsafeCurrentTimeMillis() - Date.now() + 31 * DAY)
+        const renewal = yield* Effect.fork(billing.renew(sub.id).pipe(Effect.withClock(ahead.clock)))
+        // Renewed (invoice open, its intent processing) and calling the processor: the stream moves.
+        yield* eventually(
+          Effect.map(getSubscription(token, sub.id), (now) =>
+            now.latestInvoice?.status === "open" ? now : undefined
+          ),
+          20_000
+        )
+        ok(200)(yield* call("PATCH", `/v1/subscriptions/${sub.id}`, { token, json: { quantity: 3 } }))
+        yield* Deferred.succeed(release, undefined)
+        yield* Fiber.join(holder)
+        expect((yield* Fiber.join(renewal))._tag).toBe("Done")
+        const after = yield* getSubscription(token, sub.id)
+        expect(after).toMatchObject({
+          status: "active",
+          currentPeriodStart: start.toISOString(),
+          pendingUpdate: { quantity: 3 },
+          latestInvoice: { status: "paid", total: 900 }
+        })
+        expect((yield* chargesOf(`renewal:${sub.id}:${start.toISOString()}`)).map((c) => c.amount)).toEqual([
+          900
+        ])
+      })
   )
 })

@@ -9,7 +9,7 @@ import { layer } from "@effect/vitest"
 import { Effect, Exit, Option } from "effect"
 import { expect } from "vitest"
 import { CommandRunner } from "../../src/kernel/CommandRunner.js"
-import { PaymentsPort } from "../../src/payments/index.js"
+import { PaymentsPort, type StartedConfirmation } from "../../src/payments/index.js"
 import { IdentityHttp } from "../support/identity.js"
 import { processorCalls } from "../support/payments.js"
 
@@ -68,11 +68,18 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 60_000 })("payments po
   )
 
   it.effect(
-    "createConfirmingIntent starts the confirmation in the caller's transaction; finishConfirmation charges once",
+    "createConfirmingIntent starts the confirmation in the caller's transaction; its answer is recorded in another, and charged once",
     () =>
       Effect.gen(function* () {
         const port = yield* PaymentsPort
         const runner = yield* CommandRunner
+        // The call, then its answer recorded in a transaction of the caller's.
+        const finish = (confirmation: StartedConfirmation) =>
+          Effect.flatMap(port.callConfirmation(confirmation), (answered) =>
+            Option.isNone(answered)
+              ? Effect.die("the test processor did not answer")
+              : runner.transact(port.recordConfirmation(answered.value, META))
+          )
         // Rolled back with the caller: no intent, and no call was made.
         let rolledBack = ""
         const exit = yield* Effect.exit(
@@ -94,14 +101,27 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 60_000 })("payments po
         const confirmation = started.confirmation
         if (confirmation === null) return yield* Effect.die("no confirmation was started")
         expect(yield* processorCalls(started.intent.id)).toEqual([])
-        const paid = yield* port.finishConfirmation(confirmation, META)
+        const answered = yield* port.callConfirmation(confirmation)
+        if (Option.isNone(answered)) return yield* Effect.die("the test processor did not answer")
+        // The answer's record rolls back with the caller's transaction: the intent stays processing.
+        const undone = yield* Effect.exit(
+          runner.transact(
+            Effect.zipRight(port.recordConfirmation(answered.value, META), Effect.fail("the caller gives up"))
+          )
+        )
+        expect(Exit.isFailure(undone)).toBe(true)
+        expect(Option.map(yield* port.find(started.intent.id), (i) => i.status)).toEqual(
+          Option.some("processing")
+        )
+        // Recorded again (the caller's retry): decided on the stream as it now is.
+        const paid = yield* runner.transact(port.recordConfirmation(answered.value, META))
         expect(paid).toMatchObject({
           declined: false,
           paymentId: confirmation.paymentId,
           intent: { status: "succeeded", amountReceived: 1300, latestPaymentId: confirmation.paymentId }
         })
         // Finishing again (a retried step) asks the processor again under the same key: one charge.
-        expect(yield* port.finishConfirmation(confirmation, META)).toMatchObject({
+        expect(yield* finish(confirmation)).toMatchObject({
           intent: { status: "succeeded", amountReceived: 1300 }
         })
         expect((yield* processorCalls(started.intent.id)).map((c) => [c.operation, c.requests])).toEqual([
@@ -111,7 +131,7 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 60_000 })("payments po
         // A decline is data; without a payment method nothing is started.
         const declining = yield* port.createConfirmingIntent(newIntent("pm_card_visa_chargeDeclined"), META)
         if (declining.confirmation === null) return yield* Effect.die("no confirmation was started")
-        expect(yield* port.finishConfirmation(declining.confirmation, META)).toMatchObject({
+        expect(yield* finish(declining.confirmation)).toMatchObject({
           declined: true,
           intent: { status: "requires_payment_method" }
         })
