@@ -196,6 +196,14 @@ const renewalPhase = (base: string, accessToken: string, count: number) =>
         WHERE datname = current_database() AND pid <> pg_backend_pid()`,
       (rows) => new Map(rows.map((r) => [r.pid, cpuTicks(r.pid)] as const))
     )
+    // Commits in the database over the renewals (pg_stat_database, flushed by the statistics
+    // collector at least every 500 ms: read after a pause).
+    const commits = Effect.map(
+      sql<{ readonly n: string }>`SELECT xact_commit::text AS n FROM pg_stat_database
+        WHERE datname = current_database()`,
+      (rows) => Number(rows[0]?.n ?? 0)
+    )
+    const commitsBefore = yield* commits
     const pgBefore = yield* backends
     const nodeBefore = process.cpuUsage()
     const started = Date.now()
@@ -217,6 +225,8 @@ const renewalPhase = (base: string, accessToken: string, count: number) =>
       pgMs: (pgTicks * MICROS_PER_TICK) / 1000 / Math.max(1, done)
     }
     yield* Effect.forEach(workers, Fiber.interrupt)
+    yield* Effect.sleep("1 second")
+    const commitsPerRenewal = ((yield* commits) - commitsBefore) / Math.max(1, done)
     const calls = processor.ledger._tag === "None" ? [] : yield* processor.ledger.value.calls("renewal:")
     // Charges per renewal key (`renewal:<subscription>:<periodStart>`): each subscription's renewal
     // period must have exactly one.
@@ -232,7 +242,7 @@ const renewalPhase = (base: string, accessToken: string, count: number) =>
     )
     const once = renewalCharges.filter((n) => n === 1).length
     const twice = renewalCharges.filter((n) => n > 1).length
-    return { seconds, renewed: done, once, twice, createSeconds, cpuPerRenewal }
+    return { seconds, renewed: done, once, twice, createSeconds, cpuPerRenewal, commitsPerRenewal }
   })
 
 const program = Effect.gen(function* () {
@@ -394,7 +404,8 @@ const program = Effect.gen(function* () {
           "",
           `target ≤ 60 s, none twice: ${fmt(renewals.renewed)} renewed, ${fmt(renewals.once)} charged once, ` +
             `${fmt(renewals.twice)} twice (creating them: ${renewals.createSeconds.toFixed(0)} s); CPU per renewal: ` +
-            `${renewals.cpuPerRenewal.nodeMs.toFixed(2)} ms node, ${renewals.cpuPerRenewal.pgMs.toFixed(2)} ms PostgreSQL`
+            `${renewals.cpuPerRenewal.nodeMs.toFixed(2)} ms node, ${renewals.cpuPerRenewal.pgMs.toFixed(2)} ms PostgreSQL, ` +
+            `${renewals.commitsPerRenewal.toFixed(2)} commits`
         ]
   ])
   yield* printFootnotes(rows.flatMap(([label]) => of(label).map((m) => [label, m] as const)))

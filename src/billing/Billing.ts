@@ -567,13 +567,15 @@ export const makeBilling = Effect.gen(function* () {
     )
 
   /**
-   * Charges an open invoice (outside any transaction) and records the outcome. Answers the state
-   * after, or Unknown when nothing could be recorded (the caller tries again later). `renewed`: the
-   * stream a renewal just committed with this invoice (and its intent) new, so neither is read again,
-   * and the confirmation it started with the intent, if it did: its answer is recorded by payments in
-   * the transaction that records it on the invoice.
+   * A payment attempt on an open invoice, up to the processor's answer (outside any transaction):
+   * Done (nothing to attempt: the invoice is not open), Unknown (nothing could be recorded: the
+   * caller tries again later), or Answered with the `record` that writes the answer and the invoice's
+   * outcome, to run in a transaction of the caller's choosing (it opens its own otherwise).
+   * `renewed`: the stream a renewal just committed with this invoice (and its intent) new, so neither
+   * is read again, and the confirmation it started with the intent, if it did: its answer is recorded
+   * by payments in the transaction that records it on the invoice.
    */
-  const collect = (
+  const attemptCollect = (
     subscriptionId: string,
     invoiceId: string,
     options: {
@@ -609,17 +611,36 @@ export const makeBilling = Effect.gen(function* () {
         if (collected._tag === "Unknown") return unknown(collected.reason)
         attempt = Effect.succeed(collected)
       }
-      const after = yield* record(
-        subscriptionId,
-        invoiceId,
-        attempt,
-        options.automatic,
-        metadata,
-        options.renewed?.loaded
-      )
+      return {
+        _tag: "Answered" as const,
+        state,
+        // Built once: a run again (its transaction retried) reads the stream instead of `renewed`.
+        record: record(
+          subscriptionId,
+          invoiceId,
+          attempt,
+          options.automatic,
+          metadata,
+          options.renewed?.loaded
+        )
+      }
+    })
+
+  /** `attemptCollect` and its record. Answers the state after, or Unknown when nothing was recorded. */
+  const collect = (
+    subscriptionId: string,
+    invoiceId: string,
+    options: Parameters<typeof attemptCollect>[2],
+    metadata: EventMetadata
+  ) =>
+    Effect.gen(function* () {
+      const attempted = yield* attemptCollect(subscriptionId, invoiceId, options, metadata)
+      if (attempted._tag !== "Answered") return attempted
+      const { state } = attempted
+      const after = yield* attempted.record
       if (Option.isNone(after)) return { _tag: "Done" as const, state }
       const { collected } = after.value
-      if (collected._tag === "Unknown") return unknown(collected.reason)
+      if (collected._tag === "Unknown") return { _tag: "Unknown" as const, state, reason: collected.reason }
       return { _tag: "Done" as const, state: after.value.state }
     })
 
@@ -734,11 +755,12 @@ export const makeBilling = Effect.gen(function* () {
     )
 
   /**
-   * `billing.renew` (and a manual renewal): renews when due, then charges the latest invoice if no
-   * attempt was recorded on it yet — which is also how a renewal interrupted after its transaction
-   * (or after the processor call) completes on the next run, without a second invoice or charge.
+   * `billing.renew`: renews when due, then charges the latest invoice if no attempt was recorded on
+   * it yet — which is also how a renewal interrupted after its transaction (or after the processor
+   * call) completes on the next run, without a second invoice or charge. The answer's record is the
+   * outcome's writes: they commit with the item's completion (a worker records many together).
    */
-  const renew = (subscriptionId: string, metadata: EventMetadata = SYSTEM) =>
+  const renewDue = (subscriptionId: string, metadata: EventMetadata = SYSTEM) =>
     Effect.gen(function* () {
       const renewal = yield* renewInTransaction(subscriptionId, metadata)
       if (Option.isNone(renewal)) return DueOutcome.done()
@@ -748,18 +770,41 @@ export const makeBilling = Effect.gen(function* () {
       if (latest === undefined || latest.status !== "open" || latest.attemptCount > 0)
         return DueOutcome.done()
       if (latest.billingReason === "subscription_create") return DueOutcome.done()
-      const collected = yield* collect(
+      const attempted = yield* attemptCollect(
         subscriptionId,
         latest.invoiceId,
         drafted ? { automatic: true, renewed: { loaded, confirmation } } : { automatic: true },
         metadata
       )
-      if (collected._tag === "Unknown") {
-        const now = yield* nowOf(state)
-        return DueOutcome.retry({ at: new Date(now.getTime() + COLLECT_RETRY_MS), error: collected.reason })
-      }
-      return DueOutcome.done()
+      const now = yield* nowOf(state)
+      if (attempted._tag === "Unknown")
+        return DueOutcome.retry({ at: new Date(now.getTime() + COLLECT_RETRY_MS), error: attempted.reason })
+      if (attempted._tag === "Done") return DueOutcome.done()
+      const writes = Effect.flatMap(attempted.record, (after) =>
+        // Answered, yet what the intent came to is not an outcome (not seen with a processor's answer
+        // recorded): the item is done, so another comes back for the invoice a minute later.
+        Option.isSome(after) && after.value.collected._tag === "Unknown"
+          ? Effect.asVoid(
+              work.schedule({
+                kind: clockedKind(RENEW_KIND, state.testClockId),
+                key: `${subscriptionId}:${latest.invoiceId}:collect`,
+                dueAt: new Date(now.getTime() + COLLECT_RETRY_MS),
+                payload: { subscriptionId },
+                replace: true
+              })
+            )
+          : Effect.void
+      )
+      return DueOutcome.done({ inTransaction: writes, batched: { subscriptionId, writes } })
     })
+
+  /** `billing.renew` run by hand: `renewDue` with its outcome's writes committed. */
+  const renew = (subscriptionId: string, metadata: EventMetadata = SYSTEM) =>
+    Effect.flatMap(renewDue(subscriptionId, metadata), (outcome) =>
+      outcome.inTransaction === undefined
+        ? Effect.succeed(outcome)
+        : Effect.as(runner.transact(outcome.inTransaction), DueOutcome.done())
+    )
 
   /**
    * An open invoice whose intent succeeded without the outcome being recorded here (a request that
@@ -888,7 +933,7 @@ export const makeBilling = Effect.gen(function* () {
       return Effect.succeed(DueOutcome.failed({ error: "no subscriptionId in the item" }))
     switch (baseKindOf(item.kind)) {
       case RENEW_KIND:
-        return renew(subscriptionId)
+        return renewDue(subscriptionId)
       case RETRY_KIND:
         return retry(subscriptionId)
       case EXPIRE_KIND:

@@ -8,7 +8,8 @@
  * `BillingDueWorkLive` is the same handler for one item a test clock's advance claimed (kinds
  * `<kind>@<testClockId>`), with its outcome recorded as `dueWorker` records it.
  */
-import { Effect, Layer } from "effect"
+import { type Cause, Effect, Exit, Layer } from "effect"
+import { isConcurrencyConflict } from "../kernel/CommandRunner.js"
 import { addDuration, now } from "../kernel/Time.js"
 import { type DueItem, DueOutcome, DueWork, dueWorker } from "../processors/DueWork.js"
 import { BILLING_KINDS, Billing } from "./Billing.js"
@@ -17,13 +18,25 @@ import { BillingDueWork } from "./contract.js"
 export const handleBillingItem = (item: DueItem) =>
   Effect.flatMap(Billing, (billing) => billing.handleDue(item))
 
+/**
+ * A renewal's outcome carries the record of its processor answer and its invoice's outcome: the
+ * worker commits those of the renewals that finished meanwhile together with their completions, in
+ * one transaction (one BEGIN/COMMIT and one WAL flush for many). Subscriptions in id order, so two
+ * such transactions never wait on each other's rows crosswise.
+ */
 export const billingRenewals = () =>
   dueWorker({
     name: "billing-renewals",
     kinds: BILLING_KINDS,
     concurrency: 8,
     maxAttempts: 50,
-    handle: handleBillingItem
+    handle: handleBillingItem,
+    recordBatched: (batch) =>
+      Effect.forEach(
+        [...batch].sort((a, b) => (a.subscriptionId < b.subscriptionId ? -1 : 1)),
+        (b) => b.writes,
+        { discard: true }
+      )
   })
 
 export const BillingDueWorkLive = Layer.effect(
@@ -35,18 +48,20 @@ export const BillingDueWorkLive = Layer.effect(
       kinds: BILLING_KINDS,
       process: (item) =>
         Effect.gen(function* () {
-          // As dueWorker does: an unexpected failure is retried later, never lost.
-          const outcome = yield* billing
-            .handleDue(item)
-            .pipe(
-              Effect.catchAllCause((cause) =>
-                Effect.map(now, (at) =>
-                  DueOutcome.retry({ at: addDuration(at, "1 second"), error: String(cause).slice(0, 500) })
-                )
-              )
+          // As dueWorker does: an unexpected failure is retried later, never lost — the handler's, or
+          // its outcome's writes' (a race lost again and again: the item runs again, they did not).
+          const retryLater = (cause: Cause.Cause<unknown>) =>
+            Effect.map(now, (at) =>
+              DueOutcome.retry({ at: addDuration(at, "1 second"), error: String(cause).slice(0, 500) })
             )
-          yield* work.complete(item, outcome)
-          return outcome._tag
+          const outcome = yield* billing.handleDue(item).pipe(Effect.catchAllCause(retryLater))
+          const recorded = yield* Effect.exit(
+            work.complete(item, outcome).pipe(Effect.retry({ times: 3, while: isConcurrencyConflict }))
+          )
+          if (Exit.isSuccess(recorded)) return outcome._tag
+          const later = yield* retryLater(recorded.cause)
+          yield* work.complete(item, later)
+          return later._tag
         }),
       // A subscription the clock's customers hold is found, locked and canceled from a state that
       // allows it: a refusal here is a bug, not an outcome.

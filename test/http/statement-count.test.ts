@@ -55,6 +55,27 @@ const postUserStatements = Effect.gen(function* () {
   return yield* fewestStatements(5, create)
 })
 
+/** `count` daily subscriptions, and a clock just past the end of their first period. */
+const dailySubscriptions = (token: string, count: number) =>
+  Effect.gen(function* () {
+    const product = yield* recurringProduct(token, { interval: "day" }, { amount: 700 })
+    const subs = yield* Effect.forEach(Array.from({ length: count }), () =>
+      Effect.flatMap(registeredShopper(), (shopper) =>
+        Effect.map(
+          subscribe(token, {
+            customerId: shopper.customerId,
+            productId: product.id,
+            paymentMethod: "pm_card_visa"
+          }),
+          ok(201)
+        )
+      )
+    )
+    // This layer runs on the TestClock; the renewals run just past the period end.
+    const end = Math.max(...subs.map((s) => new Date(s.currentPeriodEnd).getTime()))
+    return { subs, ahead: makeShiftedClock(end + 1000 - Date.now()).clock }
+  })
+
 layer(WiredHttp, { timeout: 120_000 })("statements per request", (it) => {
   it.effect("the proxy sees every statement, BEGIN and COMMIT included", () =>
     Effect.gen(function* () {
@@ -99,22 +120,7 @@ layer(WiredHttp, { timeout: 120_000 })("statements per request", (it) => {
     Effect.gen(function* () {
       const token = (yield* apiKeyWith(["admin"])).key
       const billing = yield* Billing
-      const product = yield* recurringProduct(token, { interval: "day" }, { amount: 700 })
-      const subs = yield* Effect.forEach([1, 2, 3], () =>
-        Effect.flatMap(registeredShopper(), (shopper) =>
-          Effect.map(
-            subscribe(token, {
-              customerId: shopper.customerId,
-              productId: product.id,
-              paymentMethod: "pm_card_visa"
-            }),
-            ok(201)
-          )
-        )
-      )
-      // This layer runs on the TestClock; the renewals run just past the period end.
-      const end = Math.max(...subs.map((s) => new Date(s.currentPeriodEnd).getTime()))
-      const ahead = makeShiftedClock(end + 1000 - Date.now()).clock
+      const { subs, ahead } = yield* dailySubscriptions(token, 3)
       const renew = (id: string) =>
         statementsOf(billing.renew(id).pipe(Effect.withClock(ahead))).pipe(
           Effect.map(({ statements }) => statements.map(oneLine))
