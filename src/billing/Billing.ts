@@ -111,9 +111,9 @@ export const renewalKeyOf = (subscriptionId: string, periodStart: Date) =>
 const notFound = NotFound.of({ message: "No such subscription", param: "id" })
 const invoiceNotFound = NotFound.of({ message: "No such invoice", param: "id" })
 
-const baseKindOf = (kind: string) => kind.split("@")[0] ?? kind
+export const baseKindOf = (kind: string) => kind.split("@")[0] ?? kind
 
-const subscriptionIdOf = (item: DueItem): string => {
+export const subscriptionIdOf = (item: DueItem): string => {
   const payload = item.payload
   if (typeof payload === "object" && payload !== null && "subscriptionId" in payload)
     return String(payload.subscriptionId)
@@ -748,6 +748,24 @@ export const makeBilling = Effect.gen(function* () {
       })
     )
 
+  /** What `renewInTransaction` answered for one subscription. */
+  type Renewal = Effect.Effect.Success<ReturnType<typeof renewInTransaction>>
+
+  /**
+   * The renewal transactions of several subscriptions (a worker's claimed batch) as ONE transaction:
+   * each exactly as `renewInTransaction` alone, in subscription id order (row locks always taken in
+   * one order). One BEGIN/COMMIT and one WAL flush for all; a lost race runs all of them again, like
+   * any transaction. Answers each one's renewal by subscription id, for `renewDue` to go on from.
+   */
+  const renewTogether = (subscriptionIds: ReadonlyArray<string>, metadata: EventMetadata = SYSTEM) =>
+    runner
+      .transact(
+        Effect.forEach([...new Set(subscriptionIds)].sort(), (id) =>
+          Effect.map(renewInTransaction(id, metadata), (renewal) => [id, renewal] as const)
+        )
+      )
+      .pipe(Effect.map((renewals) => new Map(renewals)))
+
   const renewLocked = (subscriptionId: string, metadata: EventMetadata) =>
     Effect.map(
       renewInTransaction(subscriptionId, metadata),
@@ -760,9 +778,9 @@ export const makeBilling = Effect.gen(function* () {
    * call) completes on the next run, without a second invoice or charge. The answer's record is the
    * outcome's writes: they commit with the item's completion (a worker records many together).
    */
-  const renewDue = (subscriptionId: string, metadata: EventMetadata = SYSTEM) =>
+  const renewDue = (subscriptionId: string, metadata: EventMetadata = SYSTEM, renewed?: Renewal) =>
     Effect.gen(function* () {
-      const renewal = yield* renewInTransaction(subscriptionId, metadata)
+      const renewal = renewed ?? (yield* renewInTransaction(subscriptionId, metadata))
       if (Option.isNone(renewal)) return DueOutcome.done()
       const { loaded, drafted, confirmation } = renewal.value
       const state = loaded.state
@@ -927,13 +945,17 @@ export const makeBilling = Effect.gen(function* () {
     })
 
   /** One due item (a real-time worker's or a test clock's): its handler, by base kind. */
-  const handleDue = (item: DueItem) => {
+  /**
+   * One due item. `renewed`: a `billing.renew` item's renewal, already made with others of its batch
+   * (`renewTogether`); the handler goes on from it.
+   */
+  const handleDue = (item: DueItem, renewed?: Renewal) => {
     const subscriptionId = subscriptionIdOf(item)
     if (!Ids.isValid("sub", subscriptionId))
       return Effect.succeed(DueOutcome.failed({ error: "no subscriptionId in the item" }))
     switch (baseKindOf(item.kind)) {
       case RENEW_KIND:
-        return renewDue(subscriptionId)
+        return renewDue(subscriptionId, SYSTEM, renewed)
       case RETRY_KIND:
         return retry(subscriptionId)
       case EXPIRE_KIND:
@@ -1440,6 +1462,8 @@ export const makeBilling = Effect.gen(function* () {
     /** One due item's handler (`billing.renew`, `billing.retry`, `billing.expire_incomplete`, any clock). */
     handleDue,
     clockDeleted,
+    /** The renewal transactions of a batch of `billing.renew` items as one (see `handleDue`). */
+    renewTogether,
     /** A manual renewal run (what a due item does), e.g. an operator's retry. */
     renew,
     /** The transaction half of a renewal alone (invoice, intent, period advanced; no charge): for tests. */

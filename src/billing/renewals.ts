@@ -4,6 +4,8 @@
  * attempt's time, `billing.expire_incomplete` 23 h after an unpaid creation. Durable and Clock-driven:
  * items live in `processors.due_work`, claimed `FOR UPDATE SKIP LOCKED` under a lease, so two workers
  * never run one item at once and a crashed worker's item is run again (the handlers are idempotent).
+ * Under load, the renewals of a claimed batch share one transaction, and their recorded answers
+ * another.
  *
  * `BillingDueWorkLive` is the same handler for one item a test clock's advance claimed (kinds
  * `<kind>@<testClockId>`), with its outcome recorded as `dueWorker` records it.
@@ -12,11 +14,52 @@ import { type Cause, Effect, Exit, Layer } from "effect"
 import { isConcurrencyConflict } from "../kernel/CommandRunner.js"
 import { addDuration, now } from "../kernel/Time.js"
 import { type DueItem, DueOutcome, DueWork, dueWorker } from "../processors/DueWork.js"
-import { BILLING_KINDS, Billing } from "./Billing.js"
+import {
+  BILLING_KINDS,
+  Billing,
+  type BillingShape,
+  baseKindOf,
+  RENEW_KIND,
+  subscriptionIdOf
+} from "./Billing.js"
 import { BillingDueWork } from "./contract.js"
 
-export const handleBillingItem = (item: DueItem) =>
-  Effect.flatMap(Billing, (billing) => billing.handleDue(item))
+type Renewal = Parameters<BillingShape["handleDue"]>[1]
+
+/**
+ * A claimed batch's `billing.renew` items renewed in one transaction (`prepare`), each handler then
+ * going on from its own renewal (the processor call and its record). When that transaction fails,
+ * nothing is kept and each handler renews on its own, as without a batch.
+ */
+const makeRenewalBatcher = () => {
+  // By claim: an item's renewal is taken by its handler, which runs after `prepare` of its batch.
+  const renewed = new Map<string, Renewal>()
+  const prepare = (items: ReadonlyArray<DueItem>) =>
+    Effect.gen(function* () {
+      const bySubscription = new Map<string, DueItem>()
+      for (const item of items)
+        if (baseKindOf(item.kind) === RENEW_KIND && !bySubscription.has(subscriptionIdOf(item)))
+          bySubscription.set(subscriptionIdOf(item), item)
+      if (bySubscription.size < 2) return
+      const billing = yield* Billing
+      const renewals = yield* billing.renewTogether([...bySubscription.keys()])
+      for (const [subscriptionId, item] of bySubscription) {
+        const renewal = renewals.get(subscriptionId)
+        if (renewal !== undefined) renewed.set(item.id, renewal)
+      }
+    }).pipe(
+      Effect.catchAllCause((cause) =>
+        Effect.logDebug("billing: a batch of renewals failed together; each runs on its own", cause)
+      )
+    )
+  const handle = (item: DueItem) =>
+    Effect.flatMap(Billing, (billing) => {
+      const renewal = renewed.get(item.id)
+      renewed.delete(item.id)
+      return billing.handleDue(item, renewal)
+    })
+  return { prepare, handle }
+}
 
 /**
  * A renewal's outcome carries the record of its processor answer and its invoice's outcome: the
@@ -24,13 +67,15 @@ export const handleBillingItem = (item: DueItem) =>
  * one transaction (one BEGIN/COMMIT and one WAL flush for many). Subscriptions in id order, so two
  * such transactions never wait on each other's rows crosswise.
  */
-export const billingRenewals = () =>
-  dueWorker({
+export const billingRenewals = () => {
+  const batcher = makeRenewalBatcher()
+  return dueWorker({
     name: "billing-renewals",
     kinds: BILLING_KINDS,
-    concurrency: 8,
+    concurrency: 32,
     maxAttempts: 50,
-    handle: handleBillingItem,
+    prepare: batcher.prepare,
+    handle: batcher.handle,
     recordBatched: (batch) =>
       Effect.forEach(
         [...batch].sort((a, b) => (a.subscriptionId < b.subscriptionId ? -1 : 1)),
@@ -38,6 +83,7 @@ export const billingRenewals = () =>
         { discard: true }
       )
   })
+}
 
 export const BillingDueWorkLive = Layer.effect(
   BillingDueWork,

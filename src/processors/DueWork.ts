@@ -549,8 +549,10 @@ export interface DueWorkerOptions<E, R, OE, OR, B> {
   /** Delay before retrying after an unexpected error (default 1 s doubling per attempt, ≤ 1 h). */
   readonly retryDelay?: (attempts: number) => Duration.DurationInput
   /**
-   * Runs once per claimed batch before its handlers, outside any transaction: loads in bulk (one
-   * query per kind of data) what the handlers will read. A failure is each item's unexpected error.
+   * Runs once per claimed batch before its handlers, outside any transaction: the batch's work done
+   * at once — bulk reads (one query per kind of data) of what the handlers will read, or (billing's
+   * renewals) their transactions as one, handing each handler its result. A failure is each item's
+   * unexpected error.
    */
   readonly prepare?: (items: ReadonlyArray<DueItem>) => Effect.Effect<void, E, R>
   /**

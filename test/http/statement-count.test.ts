@@ -13,9 +13,11 @@ import { layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { expect } from "vitest"
 import { oneLine } from "../../scripts/bench/pgwire.js"
-import { Billing } from "../../src/billing/Billing.js"
+import { Billing, RENEW_KIND } from "../../src/billing/Billing.js"
+import { CommandRunner } from "../../src/kernel/CommandRunner.js"
+import type { DueItem } from "../../src/processors/DueWork.js"
 import { subscriptionReadModelFixture, sumPrice, uniqueMeter } from "../billing/usage/fixtures.js"
-import { getSubscription, ok, recurringProduct, subscribe } from "../support/billing.js"
+import { chargesOf, getSubscription, ok, recurringProduct, subscribe } from "../support/billing.js"
 import { makeShiftedClock } from "../support/clock.js"
 import { registeredShopper } from "../support/customers.js"
 import { apiKeyWith, call, uniqueEmail } from "../support/identity.js"
@@ -76,6 +78,28 @@ const dailySubscriptions = (token: string, count: number) =>
     return { subs, ahead: makeShiftedClock(end + 1000 - Date.now()).clock }
   })
 
+/** A claimed `billing.renew` item of a subscription, as a worker hands it to its handler. */
+const renewItem = (subscriptionId: string, periodEnd: string): DueItem => {
+  const at = new Date(periodEnd)
+  return {
+    id: `due-${subscriptionId}`,
+    kind: RENEW_KIND,
+    key: `${subscriptionId}:${at.toISOString()}`,
+    group: null,
+    payload: { subscriptionId },
+    dueAt: at,
+    status: "claimed",
+    attempts: 1,
+    claimedBy: "test",
+    claimToken: 1,
+    leaseUntil: null,
+    lastError: null,
+    createdAt: at,
+    updatedAt: at,
+    completedAt: null
+  }
+}
+
 layer(WiredHttp, { timeout: 120_000 })("statements per request", (it) => {
   it.effect("the proxy sees every statement, BEGIN and COMMIT included", () =>
     Effect.gen(function* () {
@@ -133,6 +157,34 @@ layer(WiredHttp, { timeout: 120_000 })("statements per request", (it) => {
       expect(statements.filter((s) => s === "BEGIN")).toHaveLength(2)
       for (const s of subs.slice(1))
         expect(yield* getSubscription(token, s.id)).toMatchObject({ latestInvoice: { status: "paid" } })
+    })
+  )
+
+  it.effect("the renewals of a worker's claimed batch share one transaction; each is then charged once", () =>
+    Effect.gen(function* () {
+      const token = (yield* apiKeyWith(["admin"])).key
+      const billing = yield* Billing
+      const runner = yield* CommandRunner
+      const { subs, ahead } = yield* dailySubscriptions(token, 3)
+      const { result: renewals, statements } = yield* statementsOf(
+        billing.renewTogether(subs.map((s) => s.id)).pipe(Effect.withClock(ahead))
+      )
+      expect(statements.filter((s) => s === "BEGIN")).toHaveLength(1)
+      expect(statements.filter((s) => s === "COMMIT")).toHaveLength(1)
+      for (const s of subs) {
+        const item = renewItem(s.id, s.currentPeriodEnd)
+        const outcome = yield* billing.handleDue(item, renewals.get(s.id)).pipe(Effect.withClock(ahead))
+        expect(outcome._tag).toBe("Done")
+        if (outcome.inTransaction !== undefined) yield* runner.transact(outcome.inTransaction)
+        const after = yield* getSubscription(token, s.id)
+        expect(after).toMatchObject({
+          currentPeriodStart: s.currentPeriodEnd,
+          latestInvoice: { status: "paid", total: 700 }
+        })
+        expect((yield* chargesOf(`renewal:${s.id}:${s.currentPeriodEnd}`)).map((c) => c.amount)).toEqual([
+          700
+        ])
+      }
     })
   )
 
