@@ -944,10 +944,10 @@ export const makeBilling = Effect.gen(function* () {
         )
     })
 
-  /** One due item (a real-time worker's or a test clock's): its handler, by base kind. */
   /**
-   * One due item. `renewed`: a `billing.renew` item's renewal, already made with others of its batch
-   * (`renewTogether`); the handler goes on from it.
+   * One due item (a real-time worker's or a test clock's): its handler, by base kind. `renewed`: a
+   * `billing.renew` item's renewal, already made with others of its batch (`renewTogether`); the
+   * handler goes on from it.
    */
   const handleDue = (item: DueItem, renewed?: Renewal) => {
     const subscriptionId = subscriptionIdOf(item)
