@@ -37,9 +37,11 @@ const makeRenewalBatcher = () => {
   const prepare = (items: ReadonlyArray<DueItem>) =>
     Effect.gen(function* () {
       const bySubscription = new Map<string, DueItem>()
-      for (const item of items)
-        if (baseKindOf(item.kind) === RENEW_KIND && !bySubscription.has(subscriptionIdOf(item)))
-          bySubscription.set(subscriptionIdOf(item), item)
+      for (const item of items) {
+        const subscriptionId = subscriptionIdOf(item)
+        if (baseKindOf(item.kind) === RENEW_KIND && !bySubscription.has(subscriptionId))
+          bySubscription.set(subscriptionId, item)
+      }
       if (bySubscription.size < 2) return
       const billing = yield* Billing
       const renewals = yield* billing.renewTogether([...bySubscription.keys()])

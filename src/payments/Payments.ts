@@ -815,11 +815,10 @@ export const makePayments = Effect.gen(function* () {
      * processor calls exist once: `execute` (one command, joining the caller's transaction), `run`
      * (a command that may start a call, then the call and its record; never inside a transaction),
      * `confirmation` (a confirm or the awaited outcome of a concurrent one), the client-secret hash,
-     * and the halves of `run` for a call started inside the caller's transaction: `arm` (in it)
-     * and `finish` (after its commit), or `finish` in two: `answer` (the call) and `recordOutcome`
-     * (joining a transaction of the caller's).
+     * and the parts of `run` for a call started inside the caller's transaction: `arm` (in it), then
+     * after its commit `answer` (the call) and `recordOutcome` (joining a transaction of the caller's).
      */
-    internals: { execute, run, confirmation, hashSecret, arm, finish, answer, recordOutcome }
+    internals: { execute, run, confirmation, hashSecret, arm, answer, recordOutcome }
   }
 })
 
