@@ -1,12 +1,16 @@
 /** Handlers of `/v1/usage`: each hands the request to `Usage` with the current actor. */
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect, Schema } from "effect"
+import { Effect } from "effect"
 import { CurrentActor } from "../../http/Auth.js"
 import { IDEMPOTENT_REPLAYED_HEADER } from "../../http/Idempotency.js"
-import { UsageRecordObject, UsageRoutes } from "./Api.js"
+import {
+  encodeUsageBatchResult,
+  encodeUsageRecord,
+  type UsageBatchResult,
+  type UsageRecordObject,
+  UsageRoutes
+} from "./Api.js"
 import { Usage } from "./Usage.js"
-
-const encodeRecord = Schema.encodeSync(UsageRecordObject)
 
 export const UsageHttpLive = HttpApiBuilder.group(UsageRoutes, "usage", (handlers) =>
   Effect.gen(function* () {
@@ -20,7 +24,7 @@ export const UsageHttpLive = HttpApiBuilder.group(UsageRoutes, "usage", (handler
               outcome.replayed
                 ? // The identifier was recorded before: the original record, 200, marked as a replay.
                   Effect.orDie(
-                    HttpServerResponse.json(encodeRecord(outcome.record), {
+                    HttpServerResponse.json(encodeUsageRecord(outcome.record), {
                       status: 200,
                       headers: { [IDEMPOTENT_REPLAYED_HEADER]: "true" }
                     })
@@ -30,7 +34,14 @@ export const UsageHttpLive = HttpApiBuilder.group(UsageRoutes, "usage", (handler
         )
       )
       .handle("recordBatch", ({ payload }) =>
-        Effect.flatMap(CurrentActor, (actor) => usage.recordBatch(actor, payload))
+        Effect.flatMap(CurrentActor, (actor) =>
+          Effect.map(
+            usage.recordBatch(actor, payload),
+            // The documented UsageBatchResult, encoded by hand (up to 1,000 records: see Api.ts).
+            (result): UsageBatchResult | HttpServerResponse.HttpServerResponse =>
+              HttpServerResponse.unsafeJson(encodeUsageBatchResult(result))
+          )
+        )
       )
       .handle("summary", ({ urlParams }) =>
         Effect.flatMap(CurrentActor, (actor) => usage.summary(actor, urlParams))
