@@ -175,6 +175,13 @@ const isoCache = () => {
   }
 }
 
+/** A record's properties copied key by key, as Schema's `Record` encodes them (a `__proto__` key included). */
+const copyRecord = (properties: Readonly<Record<string, unknown>>): Record<string, unknown> => {
+  const out: Record<string, unknown> = {}
+  for (const key of Object.keys(properties)) out[key] = properties[key]
+  return out
+}
+
 const encodeRecordWith = (
   record: UsageRecordObject,
   iso: (date: Date) => string
@@ -187,7 +194,7 @@ const encodeRecordWith = (
   identifier: record.identifier,
   value: record.value,
   timestamp: iso(record.timestamp),
-  properties: record.properties,
+  properties: copyRecord(record.properties),
   periodStart: iso(record.periodStart),
   periodEnd: record.periodEnd === null ? null : iso(record.periodEnd),
   createdAt: iso(record.createdAt)
