@@ -360,15 +360,32 @@ const program = Effect.gen(function* () {
       "target p99 ≤ 50 ms"
     ]
   ]
+  // CPU of this process (the service, and the load generator's workers) and of the database's
+  // backends, per answer: which of the two a row is bound by on a machine whose cores both share.
+  const cpuReading = Effect.map(
+    sql<{ readonly pid: number }>`SELECT pid FROM pg_stat_activity
+      WHERE datname = current_database() AND pid <> pg_backend_pid()`,
+    (rows) => {
+      const used = process.cpuUsage()
+      return {
+        node: used.user + used.system,
+        pg: rows.reduce((sum, r) => sum + cpuTicks(r.pid) * MICROS_PER_TICK, 0)
+      }
+    }
+  ).pipe(Effect.orDie)
   const runs = new Map<string, Array<Measurement>>()
   for (let round = 1; round <= ROUNDS; round++) {
     for (const [label, options] of rows) {
       yield* Console.log(`… round ${round}/${ROUNDS}: ${label}, load ${loadAverage()}`)
-      const m = yield* measure(options, {
-        warmUpSeconds: WARM_UP_SECONDS,
-        seconds: SECONDS,
-        settleSeconds: 1
-      })
+      const m = yield* measure(
+        options,
+        {
+          warmUpSeconds: WARM_UP_SECONDS,
+          seconds: SECONDS,
+          settleSeconds: 1
+        },
+        cpuReading
+      )
       runs.set(label, [...(runs.get(label) ?? []), m])
     }
   }
@@ -393,7 +410,7 @@ const program = Effect.gen(function* () {
         : `${fmt(median(of(label).map((m) => m.perSecond)))} req/s`,
       ms(median(of(label).map((m) => m.p50Ms))),
       ms(median(of(label).map((m) => m.p99Ms))),
-      note
+      `${note}; CPU per ${label.startsWith("POST") ? "record" : "request"}: ${cpuNote(of(label), perRequest)}`
     ]),
     renewals === undefined
       ? ["subscriptions due at once: renewed, invoiced, charged", "(skipped: --renewals 0)", "", "", ""]
@@ -410,6 +427,13 @@ const program = Effect.gen(function* () {
   ])
   yield* printFootnotes(rows.flatMap(([label]) => of(label).map((m) => [label, m] as const)))
 })
+
+/** Median CPU µs per record (or request) of the rows' rounds: the service process and the database. */
+const cpuNote = (measurements: ReadonlyArray<Measurement>, perRequest: number) => {
+  const of = (key: string) =>
+    median(measurements.map((m) => (m.cpuPerAnswer?.[key] ?? Number.NaN) / perRequest)).toFixed(0)
+  return `${of("node")} µs node, ${of("pg")} µs PostgreSQL`
+}
 
 program.pipe(
   Effect.scoped,

@@ -165,6 +165,8 @@ export interface Measurement {
   readonly p99Ms: number
   /** Anything but a 2xx answer: connection errors, timeouts and other statuses. */
   readonly failures: string
+  /** CPU µs per 2xx answer over the measured run, by the `cpu` reading given to `measure`. */
+  readonly cpuPerAnswer?: Readonly<Record<string, number>>
 }
 
 /**
@@ -174,13 +176,17 @@ export interface Measurement {
  */
 export const measure = (
   options: Omit<CannonOptions, "duration">,
-  timing: { readonly warmUpSeconds: number; readonly seconds: number; readonly settleSeconds: number }
+  timing: { readonly warmUpSeconds: number; readonly seconds: number; readonly settleSeconds: number },
+  /** Cumulative CPU µs by name (e.g. this process, the database's backends), read around the run. */
+  cpu?: Effect.Effect<Readonly<Record<string, number>>>
 ) =>
   Effect.gen(function* () {
     const { warmUpSeconds, seconds, settleSeconds } = timing
     yield* cannon({ ...options, duration: warmUpSeconds })
     yield* Effect.sleep(`${settleSeconds} seconds`)
+    const cpuBefore = cpu === undefined ? undefined : yield* cpu
     const r = yield* cannon({ ...options, duration: seconds })
+    const cpuAfter = cpu === undefined ? undefined : yield* cpu
     yield* Effect.sleep(`${settleSeconds} seconds`)
     const others = Object.entries(r.statusCodeStats)
       .filter(([code]) => !code.startsWith("2"))
@@ -196,7 +202,14 @@ export const measure = (
       perSecond: r["2xx"] / r.duration,
       p50Ms: r.latency.p50,
       p99Ms: r.latency.p99,
-      failures: others.join(", ")
+      failures: others.join(", "),
+      ...(cpuBefore === undefined || cpuAfter === undefined
+        ? {}
+        : {
+            cpuPerAnswer: Object.fromEntries(
+              Object.entries(cpuAfter).map(([k, v]) => [k, (v - (cpuBefore[k] ?? 0)) / Math.max(1, r["2xx"])])
+            )
+          })
     } satisfies Measurement
   })
 
