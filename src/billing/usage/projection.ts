@@ -9,10 +9,8 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import type { Recorded } from "../../kernel/Decider.js"
 import { defineProjection } from "../../kernel/Projection.js"
-import { decimalText } from "./decider.js"
-import { type UsageEvent, usageEventTypes } from "./events.js"
+import { UsageRecorded, usageEventTypes } from "./events.js"
 
 export const USAGE_RECORDS = "billing.usage_records"
 export const USAGE_HOURLY = "billing.usage_hourly"
@@ -21,26 +19,6 @@ export const USAGE_MINUTELY = "billing.usage_minutely"
 
 export const HOUR_MS = 3_600_000
 export const MINUTE_MS = 60_000
-
-/** The start of the UTC hour `ms` falls in. */
-export const hourOf = (ms: number): number => Math.floor(ms / HOUR_MS) * HOUR_MS
-
-const rowOf = (e: Recorded<UsageEvent>) => ({
-  id: e.data.recordId,
-  subscription_id: e.data.subscriptionId,
-  customer_id: e.data.customerId,
-  meter: e.data.meter,
-  identifier: e.data.identifier,
-  value: decimalText(e.data.value),
-  occurred_at: e.data.timestamp.toISOString(),
-  properties: e.data.properties,
-  unique_value: e.data.uniqueValue,
-  period_start: e.data.periodStart.toISOString(),
-  period_end: e.data.periodEnd?.toISOString() ?? null,
-  created_at: e.recordedAt.toISOString(),
-  hour: new Date(hourOf(e.data.timestamp.getTime())).toISOString(),
-  minute: new Date(Math.floor(e.data.timestamp.getTime() / MINUTE_MS) * MINUTE_MS).toISOString()
-})
 
 export const UsageProjection = defineProjection({
   name: "billing_usage",
@@ -77,22 +55,31 @@ export const UsageProjection = defineProjection({
               last_at = GREATEST(h.last_at, EXCLUDED.last_at)
             RETURNING 1`
       }
+      // The records' rows are read from the log by position (the inline projection runs in the
+      // append's transaction; a rebuild or catch-up projects events already there): the data goes
+      // from the service to the database once, and is parsed once. It is read as recorded —
+      // usage.recorded has one schema version; a second one would be mapped here. The record's
+      // time is when its event was recorded; hours and minutes are UTC buckets (date_bin from an
+      // hour-aligned origin). The rollups take the rows the INSERT returns (no join back to the
+      // input: a join planned on a guessed row count could compare every pair).
+      const positions = `{${events.map((e) => e.globalPosition).join(",")}}`
       yield* sql`
-        WITH input AS (
-          SELECT * FROM jsonb_to_recordset(${JSON.stringify(events.map(rowOf))}::jsonb) AS r(
-            id text, subscription_id text, customer_id text, meter text, identifier text, value numeric,
-            occurred_at timestamptz, properties jsonb, unique_value text, period_start timestamptz,
-            period_end timestamptz, created_at timestamptz, hour timestamptz, minute timestamptz)
-        ), inserted AS (
+        WITH inserted AS (
           INSERT INTO ${records} (id, subscription_id, customer_id, meter, identifier, value, occurred_at,
               properties, unique_value, period_start, period_end, created_at)
-            SELECT id, subscription_id, customer_id, meter, identifier, value, occurred_at, properties,
-                unique_value, period_start, period_end, created_at
-              FROM input
+            SELECT e.data->>'recordId', e.data->>'subscriptionId', e.data->>'customerId', e.data->>'meter',
+                e.data->>'identifier', round((e.data->>'value')::numeric, 6), (e.data->>'timestamp')::timestamptz,
+                e.data->'properties', e.data->>'uniqueValue', (e.data->>'periodStart')::timestamptz,
+                (e.data->>'periodEnd')::timestamptz, e.recorded_at
+              FROM event_store.events e
+             WHERE e.global_position = ANY(${positions}::bigint[]) AND e.event_type = ${UsageRecorded.type}
             ON CONFLICT DO NOTHING
-            RETURNING id
+            RETURNING subscription_id, meter, identifier, value, occurred_at, unique_value
         ), fresh AS (
-          SELECT input.* FROM input JOIN inserted USING (id)
+          SELECT subscription_id, meter, identifier, value, occurred_at, unique_value,
+              date_bin('1 hour', occurred_at, timestamptz '2000-01-01 00:00Z') AS hour,
+              date_bin('1 minute', occurred_at, timestamptz '2000-01-01 00:00Z') AS minute
+            FROM inserted
         ), hours AS (${rollup(target.table(USAGE_HOURLY), "hour")}
         ), minutes AS (${rollup(target.table(USAGE_MINUTELY), "minute")}
         )
