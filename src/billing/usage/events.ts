@@ -4,8 +4,8 @@
  * version 0), so a second record with the same identifier is the event store's own conflict: every
  * usage record is an event in the log (auditors replay billing) and the dedup is the log's.
  */
-import { createHash } from "node:crypto"
 import { Schema } from "effect"
+import { sha256Hex } from "../../base/Sha256.js"
 import { defineEvent, type EventOf } from "../../eventstore/EventType.js"
 
 /** A record's free-form properties (`unique_count` counts distinct `properties[uniqueKey]`). */
@@ -36,4 +36,4 @@ export type UsageEvent = EventOf<(typeof usageEventTypes)[number]>
 
 /** The stream of one (meter, identifier): a hash, so any identifier makes a valid stream id. */
 export const usageStream = (meter: string, identifier: string): string =>
-  `usage-${createHash("sha256").update(meter).update("\u0000").update(identifier).digest("hex").slice(0, 40)}`
+  `usage-${sha256Hex(`${meter}\u0000${identifier}`).slice(0, 40)}`
