@@ -367,10 +367,11 @@ const program = Effect.gen(function* () {
       WHERE datname = current_database() AND pid <> pg_backend_pid()`,
     (rows) => {
       const used = process.cpuUsage()
-      return {
-        node: used.user + used.system,
-        pg: rows.reduce((sum, r) => sum + cpuTicks(r.pid) * MICROS_PER_TICK, 0)
-      }
+      // Per backend: one that ends during the run drops out instead of counting negative.
+      return Object.fromEntries([
+        ["node", used.user + used.system],
+        ...rows.map((r) => [`pg:${r.pid}`, cpuTicks(r.pid) * MICROS_PER_TICK] as const)
+      ])
     }
   ).pipe(
     // Read as the load stops: requests cut off then have their statements cancelled by backend pid
@@ -436,9 +437,14 @@ const program = Effect.gen(function* () {
 
 /** Median CPU µs per record (or request) of the rows' rounds: the service process and the database. */
 const cpuNote = (measurements: ReadonlyArray<Measurement>, perRequest: number) => {
-  const of = (key: string) =>
-    median(measurements.map((m) => (m.cpuPerAnswer?.[key] ?? Number.NaN) / perRequest)).toFixed(0)
-  return `${of("node")} µs node, ${of("pg")} µs PostgreSQL`
+  const of = (pick: (key: string) => boolean) =>
+    median(
+      measurements.map((m) => {
+        const entries = Object.entries(m.cpuPerAnswer ?? {}).filter(([key]) => pick(key))
+        return entries.length === 0 ? Number.NaN : entries.reduce((sum, [, v]) => sum + v, 0) / perRequest
+      })
+    ).toFixed(0)
+  return `${of((k) => k === "node")} µs node, ${of((k) => k.startsWith("pg:"))} µs PostgreSQL`
 }
 
 program.pipe(

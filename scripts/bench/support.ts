@@ -207,6 +207,7 @@ export const measure = (
         ? {}
         : {
             cpuPerAnswer: Object.fromEntries(
+              // A key only before (a process that ended) drops out; one only after started at 0.
               Object.entries(cpuAfter).map(([k, v]) => [k, (v - (cpuBefore[k] ?? 0)) / Math.max(1, r["2xx"])])
             )
           })
