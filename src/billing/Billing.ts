@@ -17,9 +17,9 @@
  * - "Now" for a subscription is `BillingClock.nowFor(testClockId)`: a customer on a test clock lives
  *   on its time. Due items are scheduled under `clockedKind(kind, testClockId)`.
  */
-import { createHash } from "node:crypto"
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
+import { sha256Hex } from "../base/Sha256.js"
 import { CatalogPort, type ProductView } from "../catalog/index.js"
 import { AppConfig } from "../config.js"
 import { findCustomer } from "../customers/index.js"
@@ -794,23 +794,23 @@ export const makeBilling = Effect.gen(function* () {
         drafted ? { automatic: true, renewed: { loaded, confirmation } } : { automatic: true },
         metadata
       )
-      const now = yield* nowOf(state)
-      if (attempted._tag === "Unknown")
-        return DueOutcome.retry({ at: new Date(now.getTime() + COLLECT_RETRY_MS), error: attempted.reason })
       if (attempted._tag === "Done") return DueOutcome.done()
+      // The clock is read only when an attempt comes back later (a test clock's is a query).
+      const later = Effect.map(nowOf(state), (now) => new Date(now.getTime() + COLLECT_RETRY_MS))
+      if (attempted._tag === "Unknown") return DueOutcome.retry({ at: yield* later, error: attempted.reason })
       const writes = Effect.flatMap(attempted.record, (after) =>
         // Answered, yet what the intent came to is not an outcome (not seen with a processor's answer
         // recorded): the item is done, so another comes back for the invoice a minute later.
         Option.isSome(after) && after.value.collected._tag === "Unknown"
-          ? Effect.asVoid(
+          ? Effect.flatMap(later, (dueAt) =>
               work.schedule({
                 kind: clockedKind(RENEW_KIND, state.testClockId),
                 key: `${subscriptionId}:${latest.invoiceId}:collect`,
-                dueAt: new Date(now.getTime() + COLLECT_RETRY_MS),
+                dueAt,
                 payload: { subscriptionId },
                 replace: true
               })
-            )
+            ).pipe(Effect.asVoid)
           : Effect.void
       )
       return DueOutcome.done({ inTransaction: writes, batched: { subscriptionId, writes } })
@@ -970,7 +970,7 @@ export const makeBilling = Effect.gen(function* () {
   // --- Routes --------------------------------------------------------------------------------------
 
   const callKeyPrefixOf = (actor: AuthenticatedActor, requestKey: string) =>
-    `ik_${createHash("sha256").update(`subscription:${actor.type}:${actor.id}:${requestKey}`).digest("hex").slice(0, 32)}`
+    `ik_${sha256Hex(`subscription:${actor.type}:${actor.id}:${requestKey}`).slice(0, 32)}`
 
   const productFor = (productId: string, param: string) =>
     Effect.gen(function* () {
