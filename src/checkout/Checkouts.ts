@@ -18,9 +18,9 @@
  *   payment refunded (captured) or voided (authorized). The item is re-armed whenever a payment of an
  *   expired checkout turns up, so a late payment is always given back.
  */
-import { createHash } from "node:crypto"
 import { SqlClient } from "@effect/sql"
 import { Context, Data, Duration, Effect, Layer, Option } from "effect"
+import { sha256Hex } from "../base/Sha256.js"
 import {
   CatalogPort,
   type InsufficientStock,
@@ -500,7 +500,7 @@ export const makeCheckouts = Effect.gen(function* () {
     requestKey === undefined
       ? {}
       : {
-          callKeyPrefix: `ik_${createHash("sha256").update(`checkout:${actor.type}:${actor.id}:${requestKey}`).digest("hex").slice(0, 32)}`
+          callKeyPrefix: `ik_${sha256Hex(`checkout:${actor.type}:${actor.id}:${requestKey}`).slice(0, 32)}`
         }
 
   /** Who buys: a shopper themselves; staff name a customer or an email (a guest). */

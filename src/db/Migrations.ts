@@ -4,12 +4,12 @@
  * applied migration is an error (it would otherwise be skipped silently), and so is an applied file
  * whose content changed.
  */
-import { createHash } from "node:crypto"
 import { readdirSync, readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Data, Effect } from "effect"
+import { sha256Hex } from "../base/Sha256.js"
 
 export interface Migration {
   readonly id: number
@@ -51,7 +51,7 @@ export const loadMigrations = (
         id: Number(match[1]),
         name: match[2],
         sql,
-        checksum: createHash("sha256").update(sql).digest("hex")
+        checksum: sha256Hex(sql)
       })
     }
     migrations.sort((a, b) => a.id - b.id)

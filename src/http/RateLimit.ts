@@ -17,10 +17,10 @@
  * policy keeps at most `maxBucketsPerPolicy` buckets, idle (refilled) buckets are dropped as traffic
  * flows, and past the bound the least recently used bucket goes first.
  */
-import { createHash } from "node:crypto"
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Context, Duration, Effect, Layer, Option } from "effect"
 import { CurrentRequestId } from "../base/RequestId.js"
+import { sha256Hex } from "../base/Sha256.js"
 import { AppConfig, type AppConfigShape } from "../config.js"
 import { type ErrorInput, errorBody, typeForStatus } from "./errors.js"
 import { routePath } from "./middleware.js"
@@ -188,8 +188,6 @@ export const clientIp = (request: HttpServerRequest.HttpServerRequest, trustProx
   return candidate === undefined ? socket : normalizeAddress(candidate)
 }
 
-const sha256 = (value: string) => createHash("sha256").update(value).digest("hex")
-
 /**
  * Who a request speaks for before authentication has run: `credential:<sha256 of the Authorization
  * header>` when there is one, `anonymous:<client ip>` otherwise. Rate limits and idempotency keys
@@ -202,7 +200,7 @@ export const requesterKey = (
   const authorization = request.headers.authorization?.trim() ?? ""
   return authorization === ""
     ? `anonymous:${clientIp(request, trustProxyHops)}`
-    : `credential:${sha256(authorization)}`
+    : `credential:${sha256Hex(authorization)}`
 }
 
 // --- HTTP middleware --------------------------------------------------------------------------

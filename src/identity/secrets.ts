@@ -4,6 +4,7 @@
  * nothing to brute-force); comparisons of digests are constant-time.
  */
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
+import { sha256Hex } from "../base/Sha256.js"
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
@@ -24,7 +25,7 @@ export const isBase62 = (value: string, length = 43): boolean =>
   value.length === length && /^[0-9A-Za-z]+$/.test(value)
 
 /** Hex SHA-256: the stored form of a high-entropy secret. */
-export const digest = (secret: string): string => createHash("sha256").update(secret, "utf8").digest("hex")
+export const digest = (secret: string): string => sha256Hex(secret)
 
 /** Whether two digests (or any strings) are equal, in time independent of where they differ. */
 export const constantTimeEqual = (a: string, b: string): boolean => {

@@ -3,8 +3,8 @@
  * `cus_01jd4x8m6ffq2b3n5r7t9v1w3y`. Time-ordered, opaque, and cheap to validate: a malformed id is
  * simply "not found", never an error deeper in the stack.
  */
-import { createHash } from "node:crypto"
 import { Effect, Schema } from "effect"
+import { sha256Hex } from "../base/Sha256.js"
 import { UUID_PATTERN, uuidv7 } from "../base/Uuid.js"
 
 export const ID_PREFIXES = [
@@ -89,7 +89,7 @@ export const make = <P extends IdPrefix>(prefix: P): Effect.Effect<`${P}_${strin
  * time-ordered, the remaining bits come from a SHA-256 of `key`. Same key, same id: replays dedupe.
  */
 export const derivedUuid = (timestampHex: string, key: string): string => {
-  const digest = createHash("sha256").update(key).digest("hex")
+  const digest = sha256Hex(key)
   const variant = ((Number.parseInt(digest.slice(3, 4), 16) & 0x3) | 0x8).toString(16)
   const hex = `${timestampHex.padStart(12, "0").slice(-12)}7${digest.slice(0, 3)}${variant}${digest.slice(4, 19)}`
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`

@@ -20,9 +20,10 @@
  * cross-process wake-up; serializing on the intent's stream version (step 1) is the claim: a second
  * confirm finds the call started and waits for its outcome instead of starting another.
  */
-import { createHash, randomBytes } from "node:crypto"
+import { randomBytes } from "node:crypto"
 import { SqlClient } from "@effect/sql"
 import { Context, Duration, Effect, Layer, Option } from "effect"
+import { sha256Hex } from "../base/Sha256.js"
 import { AppConfig } from "../config.js"
 import { findCustomer } from "../customers/index.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
@@ -113,7 +114,7 @@ const intentNotFound = NotFound.of({ message: "No such payment intent", param: "
 const paymentNotFound = NotFound.of({ message: "No such payment", param: "id" })
 const refundNotFound = NotFound.of({ message: "No such refund", param: "id" })
 
-const hashSecret = (secret: string) => createHash("sha256").update(secret).digest("hex")
+const hashSecret = sha256Hex
 
 /** The events a call's start or outcome writes carry its key: the call a command started, if any. */
 const startedOperation = (state: IntentState, events: ReadonlyArray<{ readonly data: unknown }>) => {
@@ -525,7 +526,7 @@ export const makePayments = Effect.gen(function* () {
     requestKey === undefined
       ? {}
       : {
-          callKeyPrefix: `ik_${createHash("sha256").update(`${actor.type}:${actor.id}:${requestKey}`).digest("hex").slice(0, 32)}`
+          callKeyPrefix: `ik_${sha256Hex(`${actor.type}:${actor.id}:${requestKey}`).slice(0, 32)}`
         }
 
   /**

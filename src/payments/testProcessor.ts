@@ -16,10 +16,10 @@
  * happened — which a single process cannot tell from the processor forgetting a call that moved
  * nothing.
  */
-import { createHash } from "node:crypto"
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option, Schema, type Scope } from "effect"
+import { sha256Hex } from "../base/Sha256.js"
 import { AppConfig } from "../config.js"
 import { postgresLayer } from "../db/Database.js"
 import { detached } from "../db/Transaction.js"
@@ -143,8 +143,7 @@ const paymentMethodOf = (card: TestCard): PaymentMethod => ({
 })
 
 /** The same key always yields the same reference, in this process or the next. */
-const referenceOf = (kind: string, key: string) =>
-  `test_${kind}_${createHash("sha256").update(key).digest("hex").slice(0, 24)}`
+const referenceOf = (kind: string, key: string) => `test_${kind}_${sha256Hex(key).slice(0, 24)}`
 
 type ChargeStatus = "requires_action" | "authorized" | "captured" | "voided" | "declined"
 

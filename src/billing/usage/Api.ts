@@ -157,7 +157,7 @@ export const encodeUsageBatchResult = (result: UsageBatchResult): typeof UsageBa
 
 /** `UsageRecordObject`'s JSON encoding, written out (see `encodeUsageBatchResult`). */
 export const encodeUsageRecord = (record: UsageRecordObject): typeof UsageRecordObject.Encoded =>
-  encodeRecordWith(record, isoCache())
+  encodeRecordWith(record, (date) => date.toISOString())
 
 const encodeErrorDetail = Schema.encodeSync(ErrorDetail)
 
