@@ -18,6 +18,7 @@ import pg from "pg"
 import { AppConfig, isMemoryDataDir } from "../config.js"
 import { claimDataDir, type DataDirLocked } from "./DataDirLock.js"
 import { startEmbeddedServer } from "./EmbeddedServer.js"
+import { SettlingClient } from "./InterruptedStatements.js"
 import { migrate } from "./Migrations.js"
 import { preparingClient } from "./PreparedStatements.js"
 
@@ -52,27 +53,20 @@ export const pgTypes: pg.CustomTypesConfig = {
 const PREPARED_STATEMENT_LIMIT = 1000
 
 /**
- * Client for an external PostgreSQL server: the pool `PgClient.layer` would make, with named
- * statements unless `preparedStatements` is false (PreparedStatements.ts says why and when not).
+ * A `PgClient` over a pool we build ourselves (what `PgClient.layer` would make), so that every
+ * connection is a `SettlingClient`: an interrupted statement runs to its end instead of being
+ * cancelled by pid (InterruptedStatements.ts says why).
  */
-export const postgresLayer = (
-  url: Redacted.Redacted<string>,
-  maxConnections: number,
-  preparedStatements = true
-) =>
+const pooledClient = (config: pg.PoolConfig, info: DatabaseInfoShape) =>
   Layer.merge(
     PgClient.layerFromPool({
       acquire: Effect.acquireRelease(
         Effect.suspend(() => {
           const pool = new pg.Pool({
-            connectionString: Redacted.value(url),
-            max: maxConnections,
-            idleTimeoutMillis: 60_000,
-            // A server that does not answer (not even a refusal) fails a request in 5 s, not never.
-            connectionTimeoutMillis: 5_000,
+            Client: SettlingClient,
+            ...config,
             application_name: "commerce-platform",
-            types: pgTypes,
-            ...(preparedStatements ? { Client: preparingClient(PREPARED_STATEMENT_LIMIT) } : {})
+            types: pgTypes
           })
           // A connection's error reaches the query that uses it; the pool must not crash the process.
           pool.on("error", () => {})
@@ -97,7 +91,24 @@ export const postgresLayer = (
       applicationName: "commerce-platform",
       types: pgTypes
     }),
-    Layer.succeed(DatabaseInfo, { kind: "postgres", dataDir: Option.none(), ephemeral: false })
+    Layer.succeed(DatabaseInfo, info)
+  )
+
+/**
+ * Client for an external PostgreSQL server, with named statements unless `preparedStatements` is
+ * false (PreparedStatements.ts says why and when not).
+ */
+export const postgresLayer = (url: Redacted.Redacted, maxConnections: number, preparedStatements = true) =>
+  pooledClient(
+    {
+      connectionString: Redacted.value(url),
+      max: maxConnections,
+      idleTimeoutMillis: 60_000,
+      // A server that does not answer (not even a refusal) fails a request in 5 s, not never.
+      connectionTimeoutMillis: 5_000,
+      ...(preparedStatements ? { Client: preparingClient(PREPARED_STATEMENT_LIMIT) } : {})
+    },
+    { kind: "postgres", dataDir: Option.none(), ephemeral: false }
   )
 
 /**
@@ -115,19 +126,17 @@ export class EmbeddedAccess extends Context.Reference<EmbeddedAccess>()("Embedde
 export const AttachToRunningService = Layer.succeed(EmbeddedAccess, "attach")
 
 const embeddedClient = (port: number, info: DatabaseInfoShape) =>
-  Layer.merge(
-    PgClient.layer({
+  pooledClient(
+    {
       host: "127.0.0.1",
       port,
       database: "postgres",
-      username: "postgres",
+      user: "postgres",
       // PGlite is one session; one connection per process keeps a process from waiting on itself.
-      maxConnections: 1,
-      idleTimeout: "1 hour",
-      applicationName: "commerce-platform",
-      types: pgTypes
-    }),
-    Layer.succeed(DatabaseInfo, info)
+      max: 1,
+      idleTimeoutMillis: 3_600_000
+    },
+    info
   )
 
 /**

@@ -17,7 +17,8 @@
  *   directory, whose names would collide. `DATABASE_PREPARED_STATEMENTS=false` turns it off (for a
  *   PgBouncer in transaction mode without `max_prepared_statements`).
  */
-import pg from "pg"
+import type pg from "pg"
+import { SettlingClient } from "./InterruptedStatements.js"
 
 // A query may open with parentheses (`(SELECT …) UNION ALL (SELECT …)`).
 const PREPARABLE = /^[\s(]*(?:select|insert|update|delete|with)\b/i
@@ -35,7 +36,10 @@ const isCallback = (value: unknown): value is Callback => typeof value === "func
 const sqlState = (error: unknown): unknown =>
   typeof error === "object" && error !== null && "code" in error ? error.code : undefined
 
-/** A `pg.Client` class whose parameterized statements are named (see the module comment). */
+/**
+ * A `pg.Client` class whose parameterized statements are named (see the module comment); it settles
+ * interrupted statements like every connection of ours (InterruptedStatements.ts).
+ */
 export const preparingClient = (limit: number): typeof pg.Client => {
   const names = new Map<string, string>()
   let issued = 0
@@ -47,7 +51,7 @@ export const preparingClient = (limit: number): typeof pg.Client => {
     names.set(text, name)
     return name
   }
-  return class PreparingClient extends pg.Client {
+  return class PreparingClient extends SettlingClient {
     constructor(config?: string | pg.ClientConfig) {
       super(config)
       const query: (...args: ReadonlyArray<unknown>) => unknown = this.query.bind(this)
