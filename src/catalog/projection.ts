@@ -38,13 +38,16 @@ export const CatalogProjection = defineProjection({
           VALUES (${ownerId}, ${productId}, ${quantity}, ${at}, ${at})
           ON CONFLICT (owner_id, product_id) DO UPDATE
             SET quantity = ${reservations}.quantity + EXCLUDED.quantity, updated_at = EXCLUDED.updated_at`
-      /** Takes `quantity` off a hold; the row goes when nothing is left. */
+      /**
+       * Takes `quantity` off a hold; the row goes when nothing is left. The DELETE comes first: after
+       * the UPDATE, a hold left with no more than `quantity` (2 − 1) would match it and vanish.
+       */
       const unhold = (ownerId: string, productId: string, quantity: number, at: Date) =>
         Effect.zipRight(
-          sql`UPDATE ${reservations} SET quantity = quantity - ${quantity}, updated_at = ${at}
-            WHERE owner_id = ${ownerId} AND product_id = ${productId} AND quantity > ${quantity}`,
           sql`DELETE FROM ${reservations}
-            WHERE owner_id = ${ownerId} AND product_id = ${productId} AND quantity <= ${quantity}`
+            WHERE owner_id = ${ownerId} AND product_id = ${productId} AND quantity <= ${quantity}`,
+          sql`UPDATE ${reservations} SET quantity = quantity - ${quantity}, updated_at = ${at}
+            WHERE owner_id = ${ownerId} AND product_id = ${productId} AND quantity > ${quantity}`
         )
       for (const e of events) {
         const at = e.recordedAt

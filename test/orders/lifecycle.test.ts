@@ -364,6 +364,41 @@ layer(IdentityHttp, OPTIONS)("the order lifecycle over HTTP", (it) => {
       })
     )
 
+    it.effect("a hold refunded down to half or less by line, then cancelled: nothing stays reserved", () =>
+      Effect.gen(function* () {
+        const token = yield* adminToken
+        // 2 − 1 leaves 1 and 4 − 2 leaves 2: the remainder is no more than what was taken off, which
+        // once deleted the hold's row as the units came off it (so the cancel found nothing to release).
+        for (const [quantity, refunded] of [
+          [2, 1],
+          [4, 2]
+        ] as const) {
+          const product = yield* stockedProduct(token, 10)
+          const order = yield* paidOrder(token, {
+            lines: [{ productId: product.id, quantity, unitAmount: 100 }],
+            holdStock: true
+          })
+          const lineItemId = order.lineItems[0]?.id
+          ok(
+            yield* post(token, `/v1/orders/${order.id}/refund`, {
+              items: [{ lineItemId, quantity: refunded }]
+            })
+          )
+          expect((yield* getProduct(token, product.id)).inventory).toMatchObject({
+            stockedQuantity: 10 - refunded,
+            reservedQuantity: quantity - refunded
+          })
+          const cancelled = ok(yield* post(token, `/v1/orders/${order.id}/cancel`))
+          expect(cancelled).toMatchObject({ status: "cancelled", paymentStatus: "refunded" })
+          expect((yield* getProduct(token, product.id)).inventory).toMatchObject({
+            stockedQuantity: 10 - refunded,
+            reservedQuantity: 0,
+            availableQuantity: 10 - refunded
+          })
+        }
+      })
+    )
+
     it.effect("by line: the units leave the hold (back on the shelf with restock) and will not ship", () =>
       Effect.gen(function* () {
         const token = yield* adminToken
