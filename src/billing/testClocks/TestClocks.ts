@@ -407,10 +407,19 @@ export const BillingClockLive = Layer.effect(
               frozenTimeOf(sql, testClockId),
               Option.match({ onNone: () => Time.now, onSome: Effect.succeed })
             ),
+      // A deleted clock's customers live on real time (its row is gone): what they start now is on
+      // no clock, or its due work would be of a clocked kind that nothing runs any more.
       clockOf: (customerId) =>
-        Effect.map(
+        Effect.flatMap(
           Effect.provideService(findCustomer(customerId), SqlClient.SqlClient, sql),
-          Option.match({ onNone: () => null, onSome: (customer) => customer.testClockId })
+          (customer) => {
+            const testClockId = Option.isSome(customer) ? customer.value.testClockId : null
+            return testClockId === null
+              ? Effect.succeed(null)
+              : Effect.map(frozenTimeOf(sql, testClockId), (time) =>
+                  Option.isSome(time) ? testClockId : null
+                )
+          }
         )
     })
   )

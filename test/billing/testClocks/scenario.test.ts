@@ -4,6 +4,7 @@
  * renewal and its recovery — each at its time, each invoiced and charged once.
  *
  */
+import { SqlClient } from "@effect/sql"
 import { layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { describe, expect } from "vitest"
@@ -255,6 +256,20 @@ describe("test clock scenario", () => {
             status: "active",
             cancellationReason: null
           })
+          // The clock's customer now lives on real time: a new subscription is on no clock, and its
+          // renewal is a real-time worker's item (one of the deleted clock's would never run).
+          const after = ok(201)(
+            yield* call("POST", "/v1/subscriptions", {
+              token,
+              json: { customerId: customer.id, productId: product.id, paymentMethod: "pm_card_visa" }
+            })
+          )
+          expect(after).toMatchObject({ status: "active", testClockId: null })
+          const sql = yield* SqlClient.SqlClient
+          expect(
+            yield* sql<{ readonly kind: string }>`SELECT kind FROM processors.due_work
+              WHERE payload->>'subscriptionId' = ${after.id} AND status = 'pending'`
+          ).toEqual([{ kind: "billing.renew" }])
         })
       )
     }
