@@ -74,6 +74,7 @@ import {
   subscriptionObject
 } from "./objects.js"
 import { periodAt, periodIndexOf, trialEndOf } from "./periods.js"
+import { subscriptionBeforeAppend } from "./projection.js"
 import {
   listInvoices,
   listSubscriptions,
@@ -192,11 +193,21 @@ export const makeBilling = Effect.gen(function* () {
     metadata: EventMetadata,
     loaded?: LoadedAggregate<SubscriptionState>
   ) =>
-    runner.execute(SubscriptionDecider, subscriptionStream(subscriptionId), command, {
-      metadata,
-      newStream: command._tag === "Create",
-      ...(loaded === undefined ? {} : { loaded })
-    })
+    loaded === undefined
+      ? runner.execute(SubscriptionDecider, subscriptionStream(subscriptionId), command, {
+          metadata,
+          newStream: command._tag === "Create"
+        })
+      : // The projection folds from the state decided on instead of reading the row back.
+        Effect.locally(
+          runner.execute(SubscriptionDecider, subscriptionStream(subscriptionId), command, {
+            metadata,
+            newStream: command._tag === "Create",
+            loaded
+          }),
+          subscriptionBeforeAppend,
+          loaded
+        )
 
   const loadAggregate = (subscriptionId: string) =>
     runner.load(SubscriptionDecider, subscriptionStream(subscriptionId))

@@ -7,7 +7,8 @@
  * advance and `usage_closed_before` commit with its events, under the row lock it took.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Schema } from "effect"
+import { Effect, FiberRef, Schema } from "effect"
+import type { LoadedAggregate } from "../kernel/CommandRunner.js"
 import { defineProjection } from "../kernel/Projection.js"
 import {
   evolve,
@@ -41,6 +42,17 @@ const columns = (s: SubscriptionState) => ({
   state: JSON.stringify(encodeState(s)),
   updated_at: s.updatedAt
 })
+
+/**
+ * The subscription a billing command appends to, as it stood before the command's events: the state
+ * it decided on, at the version its append expected. Set around the command (`Billing.execute`); the
+ * inline projection folds from it instead of reading the row back and decoding its state (and takes
+ * an invoice's state from it too). It is the stream's own fold, so it is right even if the row were
+ * behind; without it (a rebuild, another writer) the rows are read.
+ */
+export const subscriptionBeforeAppend = FiberRef.unsafeMake<LoadedAggregate<SubscriptionState> | undefined>(
+  undefined
+)
 
 /** A row as the batch leaves it: its folded state, the stream version it is at, and whether it is new. */
 interface Folded<S> {
@@ -88,8 +100,23 @@ export const SubscriptionsProjection = defineProjection({
             folds.set(id, folded)
             return folded
           })
-      const loadSubscription = loader(subs, subsTable, decodeState)
+      const readSubscription = loader(subs, subsTable, decodeState)
       const loadInvoice = loader(invoices, invoicesTable, decodeInvoice)
+      const known = yield* FiberRef.get(subscriptionBeforeAppend)
+      /** The subscription's fold before an event at `streamVersion`: the known state, or its row. */
+      const loadSubscription = (id: string, streamVersion: number) => {
+        if (
+          !subs.has(id) &&
+          known !== undefined &&
+          known.state.subscriptionId === id &&
+          known.version === streamVersion - 1
+        ) {
+          const folded = { state: known.state, version: known.version, created: false, dirty: false }
+          subs.set(id, folded)
+          return Effect.succeed(folded)
+        }
+        return readSubscription(id)
+      }
 
       for (const e of events) {
         const id = e.data.subscriptionId
@@ -103,9 +130,12 @@ export const SubscriptionsProjection = defineProjection({
           })
           continue
         }
-        const sub = yield* loadSubscription(id)
+        const sub = yield* loadSubscription(id, e.streamVersion)
         // Applied only where the row is below the event's stream version: a replay changes nothing.
         if (sub === null || sub.version >= e.streamVersion) continue
+        // The subscription's state holds its open invoices (and the latest), folded as their rows are:
+        // when it stands right before this event, an invoice event starts from its copy there.
+        const before = sub.version === e.streamVersion - 1 ? sub.state : undefined
         sub.state = evolve(sub.state, e)
         sub.version = e.streamVersion
         sub.dirty = true
@@ -124,7 +154,18 @@ export const SubscriptionsProjection = defineProjection({
           e.type === "billing.invoice_payment_failed" ||
           e.type === "billing.invoice_voided"
         ) {
-          const invoice = yield* loadInvoice(e.data.invoiceId)
+          const invoiceId = e.data.invoiceId
+          const held = invoices.has(invoiceId)
+            ? undefined
+            : before?.invoices.find((i) => i.invoiceId === invoiceId)
+          if (held !== undefined)
+            invoices.set(invoiceId, {
+              state: held,
+              version: e.streamVersion - 1,
+              created: false,
+              dirty: false
+            })
+          const invoice = yield* loadInvoice(invoiceId)
           if (invoice === null || invoice.version >= e.streamVersion) continue
           invoice.state = evolveInvoice(invoice.state, e, e.recordedAt)
           invoice.version = e.streamVersion
