@@ -1072,6 +1072,10 @@ export const makeBilling = Effect.gen(function* () {
             param: "paymentMethod"
           })
         )
+      // A trial charges nothing now, yet an unknown method is refused now, not at the trial's end
+      // (without a trial the first charge refuses it).
+      if (trialDays > 0 && paymentMethod !== null)
+        yield* paymentMethodErrors(payments.checkPaymentMethod(paymentMethod))
       const metadata = yield* commandMetadata(actor)
       const testClockId = yield* clock.clockOf(customerId)
       const now = yield* clock.nowFor(testClockId)

@@ -385,6 +385,13 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("subscripti
         [{ ...base, productId: "nope" }, 400, "parameter_invalid", "productId"],
         [{ ...base, paymentMethod: undefined }, 400, "parameter_missing", "paymentMethod"],
         [{ ...base, paymentMethod: "pm_nonsense" }, 400, "parameter_invalid", "paymentMethod"],
+        // A trial charges nothing now, yet an unknown method is refused now, not at the trial's end.
+        [
+          { ...base, paymentMethod: "pm_nonsense", trialPeriodDays: 3 },
+          400,
+          "parameter_invalid",
+          "paymentMethod"
+        ],
         [{ ...base, quantity: 0 }, 400, "parameter_invalid", "quantity"],
         [{ ...base, quantity: 1.5 }, 400, "parameter_invalid", "quantity"],
         [{ ...base, trialPeriodDays: -1 }, 400, "parameter_invalid", "trialPeriodDays"],
