@@ -36,13 +36,27 @@ export const DeletedTestClock = Schema.Struct({
   deleted: Schema.Literal(true)
 }).annotations({ identifier: "DeletedTestClock" })
 
+/**
+ * A clock's time stops short of year 9900: its subscriptions' periods and trials run up to a few years
+ * ahead of it, and timestamps end at 9999 (a period ending in year 10000 has no ISO 8601 form here).
+ */
+export const LATEST_FROZEN_TIME = new Date("9900-01-01T00:00:00.000Z")
+
+const FrozenTime = Instant("frozenTime").pipe(
+  Schema.filter((time) =>
+    time.getTime() < LATEST_FROZEN_TIME.getTime()
+      ? undefined
+      : "frozenTime must be before 9900-01-01 (a clock's subscriptions run years ahead of it; timestamps end at 9999)"
+  )
+)
+
 export const NewTestClock = Schema.Struct({
-  frozenTime: Instant("frozenTime"),
+  frozenTime: FrozenTime,
   name: Schema.optional(Schema.NullOr(Text("name", 300)))
 })
 export type NewTestClockInput = typeof NewTestClock.Type
 
-export const AdvanceTestClock = Schema.Struct({ frozenTime: Instant("frozenTime") })
+export const AdvanceTestClock = Schema.Struct({ frozenTime: FrozenTime })
 
 export const TestClockListParams = v1ListParams("clock")
 
