@@ -101,6 +101,9 @@ const COLLECT_RETRY_MS = 60_000
 
 const SYSTEM: EventMetadata = { actor: { type: "system", id: "billing" } }
 
+/** Later than any usage timestamp: a final invoice's usage runs to it (see `usageLine`). */
+const END_OF_USAGE = new Date("9999-12-31T00:00:00.000Z")
+
 /** The invoice of a subscription's period: one id per `<subscription>:<periodStart>`, however often asked. */
 export const invoiceIdOf = (subscriptionId: string, periodStart: Date) =>
   Ids.derive("in", `${subscriptionId}:${periodStart.toISOString()}`, periodStart.getTime())
@@ -394,7 +397,13 @@ export const makeBilling = Effect.gen(function* () {
     Effect.map(draftWithIntent(s, input, false), ({ draft }) => draft)
 
   /** The usage of [start, end) as an invoice line (null for a licensed-only price). */
-  const usageLine = (s: SubscriptionState, start: Date, end: Date) =>
+  /**
+   * The usage line of [start, end). A subscription's final invoice (it is canceled, now or at its
+   * period's end) passes `final`: it bills everything recorded from `start` on, records stamped after
+   * the end included (up to 5 minutes ahead are accepted, and no later invoice would ever take them),
+   * and shows the period as [start, end).
+   */
+  const usageLine = (s: SubscriptionState, start: Date, end: Date, final = false) =>
     Effect.gen(function* () {
       const usage = s.price.usage
       if (usage === null || end.getTime() <= start.getTime()) return null
@@ -402,7 +411,7 @@ export const makeBilling = Effect.gen(function* () {
         subscriptionId: s.subscriptionId,
         usage,
         periodStart: start,
-        periodEnd: end
+        periodEnd: final ? END_OF_USAGE : end
       })
       // The summary's own pricing (exact decimals, rounded half up once), so the invoice shows what
       // `GET /v1/usage` estimated.
@@ -707,7 +716,9 @@ export const makeBilling = Effect.gen(function* () {
         const end = state.currentPeriodEnd
         // Usage of a trial is billed at 0 (research §4.2).
         const usage =
-          state.status === "trialing" ? null : yield* usageLine(state, state.currentPeriodStart, end)
+          state.status === "trialing"
+            ? null
+            : yield* usageLine(state, state.currentPeriodStart, end, kind === "cancel_at_period_end")
         let next: NextPeriod | null = null
         let drafted: {
           readonly draft: InvoiceDraft
@@ -1357,7 +1368,7 @@ export const makeBilling = Effect.gen(function* () {
           const now = yield* nowOf(state)
           const billsUsage =
             state.status !== "trialing" && state.status !== "incomplete" && state.status !== "canceled"
-          const usage = billsUsage ? yield* usageLine(state, state.currentPeriodStart, now) : null
+          const usage = billsUsage ? yield* usageLine(state, state.currentPeriodStart, now, true) : null
           const finalInvoice =
             usage === null || usage.amount === 0
               ? null

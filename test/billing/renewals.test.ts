@@ -307,6 +307,43 @@ layer(identityHttp({}, shifted.clock), { excludeTestServices: true, timeout: 180
       })
     )
 
+    it.effect("cancelAtPeriodEnd with usage: the final invoice bills records stamped past the end too", () =>
+      Effect.gen(function* () {
+        const token = yield* staff
+        const meter = `calls_${Date.now().toString(36)}`
+        const { sub } = yield* subscribedShopper(token, {
+          interval: "day",
+          usage: { meter, aggregation: "sum", unitAmount: 3, includedUnits: 0 }
+        })
+        ok(200)(
+          yield* call("PATCH", `/v1/subscriptions/${sub.id}`, { token, json: { cancelAtPeriodEnd: true } })
+        )
+        const end = new Date(sub.currentPeriodEnd).getTime()
+        yield* advanceTo(new Date(end - 3 * 60_000))
+        const record = (identifier: string, at: number) =>
+          call("POST", "/v1/usage", {
+            token,
+            json: {
+              subscriptionId: sub.id,
+              meter,
+              identifier,
+              value: 5,
+              timestamp: new Date(at).toISOString()
+            }
+          })
+        ok(201)(yield* record("before-end", end - 60_000))
+        // Accepted (5 minutes ahead at most), in a period that will never come: the final invoice takes it.
+        ok(201)(yield* record("after-end", end + 60_000))
+        yield* advanceTo(sub.currentPeriodEnd)
+        yield* run
+        expect(yield* getSubscription(token, sub.id)).toMatchObject({ status: "canceled" })
+        const final = (yield* invoicesOf(token, sub.id)).find(
+          (i: { billingReason: string }) => i.billingReason === "subscription_cancel"
+        )
+        expect(final).toMatchObject({ status: "paid", total: 30 })
+      })
+    )
+
     it.effect(
       "a first payment made outside the subscription (its intent confirmed directly) is reconciled: active",
       () =>

@@ -292,6 +292,39 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("subscripti
     })
   )
 
+  it.effect("DELETE now bills all usage recorded so far, records stamped a few minutes ahead too", () =>
+    Effect.gen(function* () {
+      const token = yield* staffToken
+      const meter = `calls_${Date.now().toString(36)}`
+      const { sub } = yield* subscribedShopper(
+        token,
+        { usage: { meter, aggregation: "sum", unitAmount: 2, includedUnits: 10 } },
+        { amount: 1000 }
+      )
+      const record = (identifier: string, value: number, timestamp?: string) =>
+        call("POST", "/v1/usage", {
+          token,
+          json: { subscriptionId: sub.id, meter, identifier, value, ...(timestamp ? { timestamp } : {}) }
+        })
+      ok(201)(yield* record("now", 20))
+      // Accepted up to 5 minutes ahead: no later invoice would take it once the subscription ends.
+      ok(201)(yield* record("ahead", 30, new Date(Date.now() + 4 * 60_000).toISOString()))
+      const canceled = ok(200)(yield* call("DELETE", `/v1/subscriptions/${sub.id}`, { token }))
+      expect(canceled.latestInvoice).toMatchObject({ status: "paid", total: 80 })
+      const final = ok(200)(yield* call("GET", `/v1/invoices/${canceled.latestInvoice.id}`, { token }))
+      expect(final).toMatchObject({ billingReason: "subscription_cancel", status: "paid", total: 80 })
+      expect(final.lines).toEqual([
+        expect.objectContaining({
+          type: "usage",
+          quantity: 50,
+          includedUnits: 10,
+          billableUnits: 40,
+          amount: 80
+        })
+      ])
+    })
+  )
+
   it.effect("shoppers: their own subscriptions and invoices only; another's is 404", () =>
     Effect.gen(function* () {
       const token = yield* staffToken
