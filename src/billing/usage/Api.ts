@@ -8,7 +8,7 @@
  * subscription (its meter, status, period, the closed period, its clock) is the use case's.
  */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
-import { Schema } from "effect"
+import { ParseResult, Schema, SchemaAST } from "effect"
 import { ApiBase } from "../../http/ApiBase.js"
 import { Authentication } from "../../http/Auth.js"
 import { scoped } from "../../http/Endpoints.js"
@@ -21,6 +21,27 @@ export const MAX_BATCH = 1000
 export const MAX_IDENTIFIER = 255
 /** A property value, as JSON text (what unique_count stores and indexes). */
 export const MAX_PROPERTY_VALUE = 500
+
+/**
+ * `subscriptionId`, or `customerId` instead: neither is a missing parameter (400 `parameter_missing`,
+ * param `subscriptionId`), both an invalid one.
+ */
+const subscriptionReference = (input: {
+  readonly subscriptionId?: string | undefined
+  readonly customerId?: string | undefined
+}): ParseResult.ParseIssue | { path: ReadonlyArray<string>; message: string } | undefined =>
+  input.subscriptionId === undefined && input.customerId === undefined
+    ? new ParseResult.Pointer(
+        "subscriptionId",
+        input,
+        new ParseResult.Missing(
+          new SchemaAST.Type(Schema.String.ast),
+          "subscriptionId (or customerId) is required"
+        )
+      )
+    : input.subscriptionId !== undefined && input.customerId !== undefined
+      ? { path: ["subscriptionId"], message: "give subscriptionId or customerId, not both" }
+      : undefined
 
 const Value = Schema.Number.annotations({ message: () => "value must be a number" })
   .pipe(
@@ -69,13 +90,7 @@ export const UsageRecordInput = Schema.Struct({
       })
     )
   )
-}).pipe(
-  Schema.filter((r) =>
-    (r.subscriptionId === undefined) === (r.customerId === undefined)
-      ? { path: ["subscriptionId"], message: "give subscriptionId or customerId (one of them)" }
-      : undefined
-  )
-)
+}).pipe(Schema.filter((r) => subscriptionReference(r)))
 export type UsageRecordInput = typeof UsageRecordInput.Type
 
 export const UsageBatchInput = Schema.Struct({
@@ -240,8 +255,8 @@ export const UsageSummaryParams = Schema.Struct({
   )
 }).pipe(
   Schema.filter((p) =>
-    (p.subscriptionId === undefined) === (p.customerId === undefined)
-      ? { path: ["subscriptionId"], message: "give subscriptionId or customerId (one of them)" }
+    p.subscriptionId === undefined || p.customerId !== undefined
+      ? subscriptionReference(p)
       : p.from !== undefined && p.to !== undefined && p.from.getTime() >= p.to.getTime()
         ? { path: ["to"], message: "to must be after from" }
         : undefined

@@ -244,7 +244,7 @@ layer(IdentityHttp, OPTIONS)("usage over HTTP", (it) => {
             "timestamp_out_of_range",
             "timestamp"
           ],
-          [{ meter, identifier: "bad" }, "parameter_invalid", "subscriptionId"],
+          [{ meter, identifier: "bad" }, "parameter_missing", "subscriptionId"],
           [{ ...base, customerId: sub.customerId }, "parameter_invalid", "subscriptionId"],
           [{ ...base, properties: "x" }, "parameter_invalid", "properties"],
           // Bounded as metadata (a counted value is indexed: an unbounded one failed in the database).
@@ -529,9 +529,14 @@ layer(IdentityHttp, OPTIONS)("usage over HTTP", (it) => {
           "resource_missing",
           "customerId"
         )
-        // One of the two, not none nor both.
-        for (const params of [{}, { subscriptionId: sub.id, customerId: sub.customerId }])
-          expectError(yield* getSummary(token, params), 400, "parameter_invalid", "subscriptionId")
+        // One of the two, not none (missing) nor both (invalid).
+        expectError(yield* getSummary(token, {}), 400, "parameter_missing", "subscriptionId")
+        expectError(
+          yield* getSummary(token, { subscriptionId: sub.id, customerId: sub.customerId }),
+          400,
+          "parameter_invalid",
+          "subscriptionId"
+        )
         expectError(
           yield* getSummary(token, { subscriptionId: "sub_01jd4x8m6ffq2b3n5r7t9v1w3y" }),
           404,
