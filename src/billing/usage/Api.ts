@@ -43,6 +43,9 @@ const subscriptionReference = (input: {
       ? { path: ["subscriptionId"], message: "give subscriptionId or customerId, not both" }
       : undefined
 
+/** Below this, a double tells every value of 6 decimal places apart (its spacing is under a millionth). */
+const EXACT_FRACTIONS_BELOW = 2 ** 32
+
 const Value = Schema.Number.annotations({ message: () => "value must be a number" })
   .pipe(
     Schema.filter((v) => Number.isFinite(v) && v >= 0 && v < MAX_VALUE, {
@@ -52,6 +55,12 @@ const Value = Schema.Number.annotations({ message: () => "value must be a number
     Schema.filter((v) => hasAtMostSixDecimals(v), {
       message: () => "value must have at most 6 decimal places",
       jsonSchema: { multipleOf: 0.000001 }
+    }),
+    // From 2^32 on, a JSON number (a double) is coarser than a millionth: 12345678901234.567 arrives
+    // as …234.566406 and would be kept as …234.566406, not what was sent. Whole values stay exact.
+    Schema.filter((v) => Number.isInteger(v) || v < EXACT_FRACTIONS_BELOW, {
+      message: () =>
+        `value with decimals must be below ${EXACT_FRACTIONS_BELOW} (2^32); larger values must be whole numbers, or the decimals sent could not be kept exactly`
     })
   )
   .annotations({
@@ -280,7 +289,7 @@ export class UsageApi extends HttpApiGroup.make("usage")
         "`subscriptionId`, or `customerId` when that customer has exactly one metered subscription that " +
           "is not canceled (several or none → 400; no subscription at all → 404). `meter` must be the " +
           "subscription price's meter (400, `param` `meter`). `value` (default 1): ≥ 0, at most 6 " +
-          "decimals. `timestamp` (default: now, on the customer's test clock if any) from 35 days back " +
+          "decimals (whole from 2^32 on). `timestamp` (default: now, on the customer's test clock if any) from 35 days back " +
           "to 5 minutes ahead, else 400 `timestamp_out_of_range`; before the subscription's invoiced " +
           "usage (`period_closed`) → 400. `identifier` (1–255 characters) is unique per meter: the same " +
           "identifier again with the same subscription and value → 200 with the ORIGINAL record and " +

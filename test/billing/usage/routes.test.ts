@@ -228,6 +228,9 @@ layer(IdentityHttp, OPTIONS)("usage over HTTP", (it) => {
           [{ ...base, value: "5" }, "parameter_invalid", "value"],
           [{ ...base, value: 1.1234567 }, "parameter_invalid", "value"],
           [{ ...base, value: 1e16 }, "parameter_invalid", "value"],
+          // Decimals a JSON number cannot carry exactly at that size (it arrives as …234.566406).
+          [{ ...base, value: Number.parseFloat("12345678901234.567") }, "parameter_invalid", "value"],
+          [{ ...base, value: 2 ** 32 + 0.5 }, "parameter_invalid", "value"],
           [{ ...base, identifier: "x".repeat(256) }, "parameter_invalid", "identifier"],
           [{ ...base, identifier: "" }, "parameter_invalid", "identifier"],
           [{ subscriptionId: sub.id, meter }, "parameter_missing", "identifier"],
