@@ -19,7 +19,6 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
-import { sha256Hex } from "../base/Sha256.js"
 import { CatalogPort, type ProductView } from "../catalog/index.js"
 import { AppConfig } from "../config.js"
 import { findCustomer } from "../customers/index.js"
@@ -30,7 +29,7 @@ import type { V1Page } from "../http/Lists.js"
 import { CommandRunner, type LoadedAggregate } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import { metadataProblem } from "../kernel/Metadata.js"
-import { commandMetadata } from "../kernel/UseCase.js"
+import { commandMetadata, requestCallKeyPrefix } from "../kernel/UseCase.js"
 import {
   MAX_PAYMENT_AMOUNT,
   type NewIntentCommand,
@@ -195,22 +194,15 @@ export const makeBilling = Effect.gen(function* () {
     command: SubscriptionCommand,
     metadata: EventMetadata,
     loaded?: LoadedAggregate<SubscriptionState>
-  ) =>
-    loaded === undefined
-      ? runner.execute(SubscriptionDecider, subscriptionStream(subscriptionId), command, {
-          metadata,
-          newStream: command._tag === "Create"
-        })
-      : // The projection folds from the state decided on instead of reading the row back.
-        Effect.locally(
-          runner.execute(SubscriptionDecider, subscriptionStream(subscriptionId), command, {
-            metadata,
-            newStream: command._tag === "Create",
-            loaded
-          }),
-          subscriptionBeforeAppend,
-          loaded
-        )
+  ) => {
+    const executed = runner.execute(SubscriptionDecider, subscriptionStream(subscriptionId), command, {
+      metadata,
+      newStream: command._tag === "Create",
+      ...(loaded === undefined ? {} : { loaded })
+    })
+    // Given the state it decides on, the projection folds from it instead of reading the row back.
+    return loaded === undefined ? executed : Effect.locally(executed, subscriptionBeforeAppend, loaded)
+  }
 
   const loadAggregate = (subscriptionId: string) =>
     runner.load(SubscriptionDecider, subscriptionStream(subscriptionId))
@@ -396,9 +388,9 @@ export const makeBilling = Effect.gen(function* () {
   const draftInvoice = (s: SubscriptionState, input: InvoiceInput) =>
     Effect.map(draftWithIntent(s, input, false), ({ draft }) => draft)
 
-  /** The usage of [start, end) as an invoice line (null for a licensed-only price). */
   /**
-   * The usage line of [start, end). A subscription's final invoice (it is canceled, now or at its
+   * The usage of [start, end) as an invoice line (null for a licensed-only price). A subscription's
+   * final invoice (it is canceled, now or at its
    * period's end) passes `final`: it bills everything recorded from `start` on, records stamped after
    * the end included (up to 5 minutes ahead are accepted, and no later invoice would ever take them),
    * and shows the period as [start, end).
@@ -992,7 +984,7 @@ export const makeBilling = Effect.gen(function* () {
   // --- Routes --------------------------------------------------------------------------------------
 
   const callKeyPrefixOf = (actor: AuthenticatedActor, requestKey: string) =>
-    `ik_${sha256Hex(`subscription:${actor.type}:${actor.id}:${requestKey}`).slice(0, 32)}`
+    requestCallKeyPrefix("subscription:", actor, requestKey)
 
   const productFor = (productId: string, param: string) =>
     Effect.gen(function* () {

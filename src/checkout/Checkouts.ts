@@ -20,7 +20,6 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Data, Duration, Effect, Layer, Option } from "effect"
-import { sha256Hex } from "../base/Sha256.js"
 import {
   CatalogPort,
   type InsufficientStock,
@@ -36,7 +35,7 @@ import { CommandRunner, type LoadedAggregate } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import { metadataProblem } from "../kernel/Metadata.js"
 import * as Time from "../kernel/Time.js"
-import { commandMetadata } from "../kernel/UseCase.js"
+import { commandMetadata, requestCallKeyPrefix } from "../kernel/UseCase.js"
 import { OrdersPort } from "../orders/index.js"
 import {
   CardDeclined,
@@ -500,7 +499,7 @@ export const makeCheckouts = Effect.gen(function* () {
     requestKey === undefined
       ? {}
       : {
-          callKeyPrefix: `ik_${sha256Hex(`checkout:${actor.type}:${actor.id}:${requestKey}`).slice(0, 32)}`
+          callKeyPrefix: requestCallKeyPrefix("checkout:", actor, requestKey)
         }
 
   /** Who buys: a shopper themselves; staff name a customer or an email (a guest). */

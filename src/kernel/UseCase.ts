@@ -5,6 +5,7 @@
  */
 import { Effect } from "effect"
 import { CurrentRequestId } from "../base/RequestId.js"
+import { sha256Hex } from "../base/Sha256.js"
 import type { Actor, EventMetadata } from "../eventstore/EventStore.js"
 import { CommandRunner } from "./CommandRunner.js"
 
@@ -17,3 +18,11 @@ export const commandMetadata = (actor: Actor): Effect.Effect<EventMetadata> =>
     const who: Actor = { type: actor.type, id: actor.id }
     return requestId === undefined ? { actor: who } : { actor: who, requestId }
   })
+
+/**
+ * The processor-call key prefix of a request carrying an `Idempotency-Key`: derived from the
+ * requester, the key and the use case (`scope`), so the retry of a rolled-back request calls the
+ * processor with the same keys, and another requester's same key never does.
+ */
+export const requestCallKeyPrefix = (scope: string, actor: Actor, requestKey: string): string =>
+  `ik_${sha256Hex(`${scope}${actor.type}:${actor.id}:${requestKey}`).slice(0, 32)}`

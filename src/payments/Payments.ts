@@ -40,7 +40,7 @@ import {
 import * as Ids from "../kernel/Ids.js"
 import { type Metadata, metadataProblem } from "../kernel/Metadata.js"
 import * as Time from "../kernel/Time.js"
-import { commandMetadata, makeTransact } from "../kernel/UseCase.js"
+import { commandMetadata, makeTransact, requestCallKeyPrefix } from "../kernel/UseCase.js"
 import { DueWork } from "../processors/DueWork.js"
 import {
   type IntentState,
@@ -526,7 +526,7 @@ export const makePayments = Effect.gen(function* () {
     requestKey === undefined
       ? {}
       : {
-          callKeyPrefix: `ik_${sha256Hex(`${actor.type}:${actor.id}:${requestKey}`).slice(0, 32)}`
+          callKeyPrefix: requestCallKeyPrefix("", actor, requestKey)
         }
 
   /**

@@ -40,7 +40,7 @@ export const DeletedTestClock = Schema.Struct({
  * A clock's time stops short of year 9900: its subscriptions' periods and trials run up to a few years
  * ahead of it, and timestamps end at 9999 (a period ending in year 10000 has no ISO 8601 form here).
  */
-export const LATEST_FROZEN_TIME = new Date("9900-01-01T00:00:00.000Z")
+const LATEST_FROZEN_TIME = new Date("9900-01-01T00:00:00.000Z")
 
 const FrozenTime = Instant("frozenTime").pipe(
   Schema.filter((time) =>
