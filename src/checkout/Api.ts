@@ -14,7 +14,7 @@ import { ApiBase } from "../http/ApiBase.js"
 import { Authentication } from "../http/Auth.js"
 import { byId, scoped } from "../http/Endpoints.js"
 import { Conflict, NotFound } from "../http/errors.js"
-import { IntField, idOf, StoredEmail, Text } from "../http/Fields.js"
+import { IntField, idOf, OptionalFieldsBody, StoredEmail, Text } from "../http/Fields.js"
 import { EmailSchema } from "../kernel/Email.js"
 import { Metadata, MetadataInput } from "../kernel/Metadata.js"
 import { CaptureMethod, CardDeclined, NextAction, PaymentStateConflict } from "../payments/index.js"
@@ -151,7 +151,7 @@ export class CheckoutsApi extends HttpApiGroup.make("checkouts")
   )
   .add(
     HttpApiEndpoint.post("confirm", "/v1/checkouts/:id/confirm")
-      .setPayload(ConfirmCheckout)
+      .setPayload(OptionalFieldsBody(ConfirmCheckout))
       .addSuccess(Checkout)
       .addError(Conflict)
       .addError(CardDeclined)

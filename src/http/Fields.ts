@@ -80,3 +80,18 @@ export const idOf = (prefix: string, field: string) =>
       message: () => `${field} must be an id (${prefix}_…)`
     })
   ).annotations({ message: () => `${field} must be an id (${prefix}_…)` })
+
+/**
+ * The payload of an action whose fields are all optional (`/cancel`, `/refund`, `/confirm`…): as on
+ * Stripe, no body at all is the same as `{}` (the platform reads an absent JSON body as `null`). Any
+ * other value that is not an object is still refused.
+ */
+export const OptionalFieldsBody = <A, I, R>(fields: Schema.Schema<A, I, R>) =>
+  Schema.Union(
+    fields,
+    Schema.transform(Schema.Null, Schema.typeSchema(fields), {
+      strict: false,
+      decode: () => ({}),
+      encode: () => null
+    })
+  )

@@ -14,7 +14,7 @@ import { ApiBase } from "../http/ApiBase.js"
 import { Authentication } from "../http/Auth.js"
 import { byId, scoped } from "../http/Endpoints.js"
 import { Conflict, NotFound } from "../http/errors.js"
-import { Instant, IntField, idOf, Text } from "../http/Fields.js"
+import { Instant, IntField, idOf, OptionalFieldsBody, Text } from "../http/Fields.js"
 import { V1List, v1ListParams } from "../http/Lists.js"
 import { ORDER_STATUSES } from "./decider.js"
 import { OrderRefundReason } from "./events.js"
@@ -110,7 +110,7 @@ export class OrdersApi extends HttpApiGroup.make("orders")
   )
   .add(
     HttpApiEndpoint.post("fulfill", "/v1/orders/:id/fulfill")
-      .setPayload(FulfillRequest)
+      .setPayload(OptionalFieldsBody(FulfillRequest))
       .addSuccess(OrderObject)
       .addError(Conflict)
       .pipe(scoped("write:orders"), byId)
@@ -141,7 +141,7 @@ export class OrdersApi extends HttpApiGroup.make("orders")
   )
   .add(
     HttpApiEndpoint.post("cancel", "/v1/orders/:id/cancel")
-      .setPayload(CancelRequest)
+      .setPayload(OptionalFieldsBody(CancelRequest))
       .addSuccess(OrderObject)
       .addError(Conflict)
       .pipe(scoped("write:orders"), byId)
@@ -155,7 +155,7 @@ export class OrdersApi extends HttpApiGroup.make("orders")
   )
   .add(
     HttpApiEndpoint.post("refund", "/v1/orders/:id/refund")
-      .setPayload(RefundRequest)
+      .setPayload(OptionalFieldsBody(RefundRequest))
       .addSuccess(OrderObject)
       .addError(Conflict)
       .pipe(scoped("write:orders"), byId)

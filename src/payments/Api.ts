@@ -11,7 +11,7 @@ import { ApiBase } from "../http/ApiBase.js"
 import { Authentication } from "../http/Auth.js"
 import { byId, IdPath, scoped } from "../http/Endpoints.js"
 import { Forbidden, NotFound, Unauthorized } from "../http/errors.js"
-import { idOf } from "../http/Fields.js"
+import { idOf, OptionalFieldsBody } from "../http/Fields.js"
 import { V1List, v1ListParams } from "../http/Lists.js"
 import { MetadataInput } from "../kernel/Metadata.js"
 import { ISO_4217_CODES, isIso4217 } from "../kernel/Money.js"
@@ -174,7 +174,7 @@ export class V1PaymentIntentsApi extends HttpApiGroup.make("v1PaymentIntents")
   )
   .add(
     HttpApiEndpoint.post("capture", "/v1/payment-intents/:id/capture")
-      .setPayload(CaptureRequest)
+      .setPayload(OptionalFieldsBody(CaptureRequest))
       .addSuccess(PaymentIntentObject)
       .addError(PaymentStateConflict)
       .pipe(scoped("write:payments"), byId)
@@ -187,7 +187,7 @@ export class V1PaymentIntentsApi extends HttpApiGroup.make("v1PaymentIntents")
   )
   .add(
     HttpApiEndpoint.post("cancel", "/v1/payment-intents/:id/cancel")
-      .setPayload(CancelRequest)
+      .setPayload(OptionalFieldsBody(CancelRequest))
       .addSuccess(PaymentIntentObject)
       .addError(PaymentStateConflict)
       .pipe(scoped("write:payments"), byId)
@@ -218,7 +218,7 @@ export class V1PaymentIntentConfirmApi extends HttpApiGroup.make("v1PaymentInten
   .add(
     HttpApiEndpoint.post("confirm", "/v1/payment-intents/:id/confirm")
       .setPath(IdPath)
-      .setPayload(ConfirmRequest)
+      .setPayload(OptionalFieldsBody(ConfirmRequest))
       .addSuccess(PaymentIntentObject)
       .addError(Unauthorized)
       .addError(Forbidden)
@@ -274,7 +274,7 @@ export class V1PaymentsApi extends HttpApiGroup.make("v1Payments")
   )
   .add(
     HttpApiEndpoint.post("capture", "/v1/payments/:id/capture")
-      .setPayload(CaptureRequest)
+      .setPayload(OptionalFieldsBody(CaptureRequest))
       .addSuccess(PaymentObject)
       .addError(PaymentStateConflict)
       .pipe(scoped("write:payments"), byId)
@@ -287,7 +287,7 @@ export class V1PaymentsApi extends HttpApiGroup.make("v1Payments")
   )
   .add(
     HttpApiEndpoint.post("refund", "/v1/payments/:id/refund")
-      .setPayload(RefundRequest)
+      .setPayload(OptionalFieldsBody(RefundRequest))
       .addSuccess(RefundObject)
       .addError(PaymentStateConflict)
       .pipe(scoped("write:payments"), byId)

@@ -288,6 +288,9 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("checkouts 
       expect(yield* stockOf(token, product.id)).toMatchObject({ reserved: 1 })
       const missing = yield* confirm(token, checkout.id)
       expectError(missing, 400, "parameter_missing", "paymentMethod")
+      // No body at all reads as `{}`: the same answer, not a complaint about the body.
+      const noBody = yield* call("POST", `/v1/checkouts/${checkout.id}/confirm`, { token })
+      expectError(noBody, 400, "parameter_missing", "paymentMethod")
       expectError(
         yield* confirm(token, checkout.id, { paymentMethod: "pm_nope" }),
         400,

@@ -12,7 +12,7 @@ import { OrdersPort } from "../../src/orders/index.js"
 import { type Body, query } from "../support/catalog.js"
 import { adminToken, registeredShopper } from "../support/customers.js"
 import { call, expectError, IdentityHttp, uniqueEmail } from "../support/identity.js"
-import { placeInput, placeOrder, publicEventsOf, TEST_METADATA } from "../support/orders.js"
+import { paidOrder, placeInput, placeOrder, publicEventsOf, TEST_METADATA } from "../support/orders.js"
 
 const OPTIONS = { excludeTestServices: true, timeout: 120_000 } as const
 const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/
@@ -253,6 +253,34 @@ layer(IdentityHttp, OPTIONS)("orders over HTTP", (it) => {
           "resource_missing",
           "startingAfter"
         )
+      })
+    )
+  })
+
+  describe("actions whose fields are all optional", () => {
+    it.effect("fulfil, refund and cancel take no body at all, as {} (a non-object body is still a 400)", () =>
+      Effect.gen(function* () {
+        const token = yield* adminToken
+        const shipped = yield* paidOrder(token)
+        const fulfilled = yield* call("POST", `/v1/orders/${shipped.id}/fulfill`, { token })
+        expect(fulfilled.status, fulfilled.text).toBe(200)
+        expect(fulfilled.body).toMatchObject({ status: "fulfilled", fulfillmentStatus: "fulfilled" })
+        const refunded = yield* call("POST", `/v1/orders/${shipped.id}/refund`, { token })
+        expect(refunded.status, refunded.text).toBe(200)
+        expect(refunded.body).toMatchObject({
+          status: "refunded",
+          paymentStatus: "refunded",
+          amountRefunded: 3000
+        })
+
+        const unshipped = yield* paidOrder(token)
+        const refused = yield* call("POST", `/v1/orders/${unshipped.id}/cancel`, { token, json: [] })
+        expectError(refused, 400, "parameter_invalid")
+        expect(refused.body.error.message).toBe("the request body must be a JSON object")
+        expect((yield* getOrder(token, unshipped.id)).status).toBe("confirmed")
+        const cancelled = yield* call("POST", `/v1/orders/${unshipped.id}/cancel`, { token })
+        expect(cancelled.status, cancelled.text).toBe(200)
+        expect(cancelled.body).toMatchObject({ status: "cancelled" })
       })
     )
   })

@@ -406,7 +406,7 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("payments o
       )
       const fresh = yield* createIntent(token)
       expectError(
-        yield* call("POST", `/v1/payment-intents/${fresh.id}/capture`, { token, json: {} }),
+        yield* call("POST", `/v1/payment-intents/${fresh.id}/capture`, { token }),
         409,
         "payment_intent_unexpected_state"
       )
@@ -444,8 +444,9 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("payments o
         captureMethod: "manual",
         confirm: true
       })
+      // Every field of a cancel is optional: no body at all is `{}` (as on Stripe).
       const voided = yield* Effect.map(
-        call("POST", `/v1/payment-intents/${held.id}/cancel`, { token, json: {} }),
+        call("POST", `/v1/payment-intents/${held.id}/cancel`, { token }),
         ok(200)
       )
       expect(voided.status).toBe("canceled")
