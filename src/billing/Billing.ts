@@ -1176,7 +1176,7 @@ export const makeBilling = Effect.gen(function* () {
       return yield* listSubscriptions(
         sql,
         {
-          customerId: own ? (actor.customerId ?? "") : params.customerId,
+          ...(own ? { owner: actor.customerId ?? "" } : { customerId: params.customerId }),
           status: params.status,
           productId: params.productId
         },
@@ -1421,7 +1421,7 @@ export const makeBilling = Effect.gen(function* () {
         sql,
         {
           subscriptionId: params.subscriptionId,
-          customerId: own ? (actor.customerId ?? "") : params.customerId
+          ...(own ? { owner: actor.customerId ?? "" } : { customerId: params.customerId })
         },
         params
       )

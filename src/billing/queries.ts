@@ -3,7 +3,7 @@ import type { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import type { BadRequest } from "../http/errors.js"
-import { type V1ListParams, type V1Page, v1Page } from "../http/Lists.js"
+import { type OwnedListFilters, type V1ListParams, type V1Page, v1Page } from "../http/Lists.js"
 import type { SubscriptionState } from "./decider.js"
 import type { SubscriptionStatus } from "./events.js"
 import { type InvoiceObject, invoiceObject } from "./objects.js"
@@ -43,7 +43,7 @@ export const liveSubscriptionsOnClock = (sql: SqlClient.SqlClient, testClockId: 
     (rows) => rows.map((r) => r.id)
   )
 
-export interface SubscriptionFilters {
+export interface SubscriptionFilters extends OwnedListFilters {
   readonly customerId?: string | undefined
   readonly status?: SubscriptionStatus | undefined
   readonly productId?: string | undefined
@@ -67,6 +67,7 @@ export const listSubscriptions = <A>(
     idPrefix: "sub",
     columns: "state",
     ...(conditions.length === 0 ? {} : { where: sql.and(conditions) }),
+    owner: filters.owner,
     params,
     toItem: (row: StateRow) => toItem(decodeState(row.state))
   })
@@ -78,7 +79,7 @@ export const selectInvoice = (sql: SqlClient.SqlClient, invoiceId: string) =>
     Option.map(Option.fromNullable(rows[0]), (r) => invoiceObject(decodeInvoice(r.state)))
   )
 
-export interface InvoiceFilters {
+export interface InvoiceFilters extends OwnedListFilters {
   readonly subscriptionId?: string | undefined
   readonly customerId?: string | undefined
 }
@@ -99,6 +100,7 @@ export const listInvoices = (
     idPrefix: "in",
     columns: "state",
     ...(conditions.length === 0 ? {} : { where: sql.and(conditions) }),
+    owner: filters.owner,
     params,
     toItem: (row: StateRow) => invoiceObject(decodeInvoice(row.state))
   })

@@ -47,6 +47,11 @@ export type TrustedNames<N extends SqlNames> = {
 export interface KeysetSource<Row, A> {
   /** Extra conditions (filters), built with the `sql` tag so their values are parameters. */
   readonly where?: Statement.Fragment | undefined
+  /**
+   * The rows the caller may see at all (a shopper's own), when not all: a cursor naming any other
+   * row is unknown, exactly like an id that never existed (its existence and position stay hidden).
+   */
+  readonly cursorWhere?: Statement.Fragment | undefined
   /** A selected row as the page shows it (its parameter's type is the row's). */
   readonly toItem: (row: Row) => A
 }
@@ -62,7 +67,8 @@ export interface KeysetCursor {
  * One page. Both cursors at once is the caller's to refuse (`endingBefore` wins here). A cursor is
  * looked up in the whole table, not only among the rows `where` keeps, so a row that stopped
  * matching a filter (a status that changed) still places the next page; its position reveals no
- * more than its id does (ids are time-ordered). An unknown cursor fails with `KeysetCursorNotFound`.
+ * more than its id does (ids are time-ordered) — among the rows `cursorWhere` keeps, when given. An
+ * unknown cursor fails with `KeysetCursorNotFound`.
  */
 export const keysetPage = <Row extends object, A, N extends SqlNames>(
   sql: SqlClient.SqlClient,
@@ -78,7 +84,9 @@ export const keysetPage = <Row extends object, A, N extends SqlNames>(
     const cursor = before ?? options.startingAfter
     const towardsOlder = before === undefined
     const order = sql.literal(towardsOlder ? "DESC" : "ASC")
-    const at = (cursorId: string) => sql`(SELECT created_at, ${id} FROM ${table} WHERE ${id} = ${cursorId})`
+    const visible = options.cursorWhere ?? sql`TRUE`
+    const at = (cursorId: string) =>
+      sql`(SELECT created_at, ${id} FROM ${table} WHERE ${id} = ${cursorId} AND (${visible}))`
     const beyond =
       cursor === undefined
         ? sql`TRUE`
@@ -89,7 +97,7 @@ export const keysetPage = <Row extends object, A, N extends SqlNames>(
       ORDER BY created_at ${order}, ${id} ${order} LIMIT ${take}`
     // An empty page may be an unknown cursor (the comparison with no row is NULL): tell them apart.
     if (cursor !== undefined && rows.length === 0) {
-      const found = yield* sql`SELECT 1 FROM ${table} WHERE ${id} = ${cursor}`
+      const found = yield* sql`SELECT 1 FROM ${table} WHERE ${id} = ${cursor} AND (${visible})`
       if (found.length === 0)
         return yield* new KeysetCursorNotFound({
           param: towardsOlder ? "startingAfter" : "endingBefore",

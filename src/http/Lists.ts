@@ -91,6 +91,15 @@ export interface V1Page<A> {
   readonly hasMore: boolean
 }
 
+/** The filters of a list shoppers may read. */
+export interface OwnedListFilters {
+  /**
+   * A shopper's own customer id (the table's `customer_id`): the list holds only their rows, and a
+   * cursor naming anyone else's row is unknown (400 `resource_missing`), as an id that never existed.
+   */
+  readonly owner?: string | undefined
+}
+
 /**
  * One `/v1` list page over a read-model table, newest first, keyset-paged by `(created_at, id)`
  * (`db/Keyset.ts`). The cursors are checked first, with the documented 400s: an id of another
@@ -108,7 +117,7 @@ export const v1Page = <Row extends object, A, N extends SqlNames>(
       /** The prefix of the listed resource's ids (`wh`, `prod`…): the cursors must carry it. */
       readonly idPrefix: IdPrefix
       readonly params: V1ListParams
-    }
+    } & OwnedListFilters
 ): Effect.Effect<V1Page<A>, BadRequest> =>
   Effect.gen(function* () {
     const { idPrefix, params } = options
@@ -127,7 +136,12 @@ export const v1Page = <Row extends object, A, N extends SqlNames>(
         message: "pass startingAfter or endingBefore, not both",
         param: "endingBefore"
       })
-    const page = yield* keysetPage<Row, A, N>(sql, { ...options, ...params }).pipe(
+    const owned = options.owner === undefined ? undefined : sql`customer_id = ${options.owner}`
+    const scope =
+      owned === undefined
+        ? {}
+        : { where: options.where === undefined ? owned : sql.and([owned, options.where]), cursorWhere: owned }
+    const page = yield* keysetPage<Row, A, N>(sql, { ...options, ...scope, ...params }).pipe(
       Effect.catchTags({
         SqlError: Effect.die,
         KeysetCursorNotFound: (e) =>

@@ -130,8 +130,8 @@ export const makeOrders = Effect.gen(function* () {
   const list = (actor: AuthenticatedActor, params: OrderListParams) => {
     const { status, customerId, email, createdAfter, createdBefore, ...page } = params
     // A shopper lists only their own orders, whatever filter they send.
-    const own = isShopper(actor) ? (actor.customerId ?? "") : customerId
-    return listOrders(sql, { status, customerId: own, email, createdAfter, createdBefore }, page).pipe(
+    const owner = isShopper(actor) ? { owner: actor.customerId ?? "" } : { customerId }
+    return listOrders(sql, { status, ...owner, email, createdAfter, createdBefore }, page).pipe(
       orDieUnlessHttp
     )
   }

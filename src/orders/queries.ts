@@ -3,7 +3,7 @@ import type { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import type { BadRequest } from "../http/errors.js"
-import { type V1ListParams, type V1Page, v1Page } from "../http/Lists.js"
+import { type OwnedListFilters, type V1ListParams, type V1Page, v1Page } from "../http/Lists.js"
 import type { OrderStatus } from "./decider.js"
 import { type OrderObject, orderObject } from "./objects.js"
 import { decodeState, ORDERS } from "./projection.js"
@@ -26,7 +26,7 @@ export const selectOrderOfCheckout = (sql: SqlClient.SqlClient, checkoutId: stri
     Option.map(Option.fromNullable(rows[0]), toObject)
   )
 
-export interface OrderFilters {
+export interface OrderFilters extends OwnedListFilters {
   readonly status?: OrderStatus | undefined
   readonly customerId?: string | undefined
   readonly email?: string | undefined
@@ -53,6 +53,7 @@ export const listOrders = (
     idPrefix: "ord",
     columns: "state",
     ...(conditions.length === 0 ? {} : { where: sql.and(conditions) }),
+    owner: filters.owner,
     params,
     toItem: toObject
   })

@@ -729,10 +729,8 @@ export const makePayments = Effect.gen(function* () {
   const listPaymentsOf = (actor: AuthenticatedActor, input: PaymentListInput) => {
     const { customerId, paymentIntentId, status, ...params } = input
     // A shopper lists only their own payments, whatever filter they send.
-    const ownCustomer = actor.role === "customer" ? (actor.customerId ?? "") : customerId
-    return listPayments(sql, { customerId: ownCustomer, paymentIntentId, status }, params).pipe(
-      orDieUnlessPaymentHttp
-    )
+    const owner = actor.role === "customer" ? { owner: actor.customerId ?? "" } : { customerId }
+    return listPayments(sql, { ...owner, paymentIntentId, status }, params).pipe(orDieUnlessPaymentHttp)
   }
 
   const capturePayment = (actor: AuthenticatedActor, id: string, amountToCapture: number | undefined) =>

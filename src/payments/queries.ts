@@ -3,7 +3,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import type { BadRequest } from "../http/errors.js"
-import { type V1ListParams, type V1Page, v1Page } from "../http/Lists.js"
+import { type OwnedListFilters, type V1ListParams, type V1Page, v1Page } from "../http/Lists.js"
 import type { Metadata } from "../kernel/Metadata.js"
 import type { CancellationReason, CaptureMethod, NextAction, PaymentMethod, RefundReason } from "./events.js"
 import {
@@ -103,7 +103,7 @@ export const findPayment = (paymentId: string) =>
 export const findPaymentIntent = (paymentIntentId: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) => selectIntent(sql, paymentIntentId))
 
-export interface PaymentFilters {
+export interface PaymentFilters extends OwnedListFilters {
   readonly customerId?: string | undefined
   readonly paymentIntentId?: string | undefined
   readonly status?: PaymentStatus | undefined
@@ -126,6 +126,7 @@ export const listPayments = (
     idPrefix: "pay",
     columns: PAYMENT_COLUMNS,
     ...(conditions.length === 0 ? {} : { where: sql.and(conditions) }),
+    owner: filters.owner,
     params,
     toItem: paymentObject
   })

@@ -369,6 +369,13 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("subscripti
       )
       expect(bobsByFilter.data).toEqual([])
       expect(ok(200)(yield* call("GET", "/v1/invoices", { token: bob.accessToken })).data).toEqual([])
+      // Ann's ids as Bob's cursors: unknown to him, as ids that never existed.
+      for (const path of [
+        `/v1/subscriptions?startingAfter=${mine.id}`,
+        `/v1/invoices?endingBefore=${invoiceId}`
+      ])
+        expectError(yield* call("GET", path, { token: bob.accessToken }), 400, "resource_missing")
+      ok(200)(yield* call("GET", `/v1/subscriptions?startingAfter=${mine.id}`, { token: ann.accessToken }))
       // Subscribing someone else is refused.
       expectError(
         yield* subscribe(bob.accessToken, {

@@ -167,6 +167,22 @@ layer(IdentityHttp, OPTIONS)("orders over HTTP", (it) => {
         )
         expect(listed.status, listed.text).toBe(200)
         expect(listed.body.data.map((o: Body) => o.id)).toEqual([mine.id])
+        // A cursor naming another's order is unknown to a shopper, exactly as an id that never
+        // existed: its existence and position stay hidden. Staff page past any order.
+        for (const param of ["startingAfter", "endingBefore"]) {
+          for (const id of [theirs.id, guest.id, yield* Ids.make("ord")]) {
+            expectError(
+              yield* call("GET", `/v1/orders${query({ [param]: id })}`, { token: me.accessToken }),
+              400,
+              "resource_missing",
+              param
+            )
+          }
+        }
+        const staff = yield* call("GET", `/v1/orders${query({ startingAfter: theirs.id, limit: 1 })}`, {
+          token: yield* adminToken
+        })
+        expect(staff.status, staff.text).toBe(200)
       })
     )
 

@@ -713,6 +713,13 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("payments o
         ok(200)
       )
       expect(own.data.map((p: Json) => p.id)).toEqual([mine[2].id, mine[1].id, mine[0].id])
+      // Another's payment as a cursor is unknown to the shopper (as an id that never existed).
+      expectError(
+        yield* call("GET", `/v1/payments?startingAfter=${theirs.id}`, { token: shopper.accessToken }),
+        400,
+        "resource_missing",
+        "startingAfter"
+      )
       expect(
         (yield* Effect.map(
           call("GET", `/v1/payments/${mine[0].id}`, { token: shopper.accessToken }),
