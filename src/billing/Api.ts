@@ -16,7 +16,7 @@ import { Conflict, NotFound, ServiceUnavailable } from "../http/errors.js"
 import { IntField, idOf } from "../http/Fields.js"
 import { V1List, v1ListParams } from "../http/Lists.js"
 import { MetadataInput } from "../kernel/Metadata.js"
-import { SUBSCRIPTION_STATUSES } from "./events.js"
+import { INVOICE_STATUSES, SUBSCRIPTION_STATUSES } from "./events.js"
 import { InvoiceObject, SubscriptionObject } from "./objects.js"
 
 export const MAX_QUANTITY = 10_000
@@ -70,7 +70,12 @@ export type SubscriptionListParams = typeof SubscriptionListParams.Type
 export const InvoiceListParams = Schema.Struct({
   ...v1ListParams("in").fields,
   subscriptionId: Schema.optional(idOf("sub", "subscriptionId")),
-  customerId: Schema.optional(idOf("cus", "customerId"))
+  customerId: Schema.optional(idOf("cus", "customerId")),
+  status: Schema.optional(
+    Schema.Literal(...INVOICE_STATUSES).annotations({
+      message: () => `status must be one of ${INVOICE_STATUSES.join(", ")}`
+    })
+  )
 })
 export type InvoiceListParams = typeof InvoiceListParams.Type
 
@@ -166,7 +171,8 @@ export class InvoicesApi extends HttpApiGroup.make("invoices")
       .annotate(OpenApi.Summary, "List invoices, newest first")
       .annotate(
         OpenApi.Description,
-        "Filters: `subscriptionId`, `customerId`. `limit` 1–100 (default 10); `startingAfter` / " +
+        "Filters: `subscriptionId`, `customerId`, `status` (`paid`, `open`, `void`). `limit` 1–100 (default " +
+          "10); `startingAfter` / " +
           "`endingBefore` (invoice ids), not both. A shopper lists only their own."
       )
   )

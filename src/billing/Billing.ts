@@ -1421,6 +1421,7 @@ export const makeBilling = Effect.gen(function* () {
         sql,
         {
           subscriptionId: params.subscriptionId,
+          status: params.status,
           ...(own ? { owner: actor.customerId ?? "" } : { customerId: params.customerId })
         },
         params

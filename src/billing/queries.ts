@@ -5,7 +5,7 @@ import { Effect, Option } from "effect"
 import type { BadRequest } from "../http/errors.js"
 import { type OwnedListFilters, type V1ListParams, type V1Page, v1Page } from "../http/Lists.js"
 import type { SubscriptionState } from "./decider.js"
-import type { SubscriptionStatus } from "./events.js"
+import type { InvoiceStatus, SubscriptionStatus } from "./events.js"
 import { type InvoiceObject, invoiceObject } from "./objects.js"
 import { decodeInvoice, decodeState, INVOICES, SUBSCRIPTIONS } from "./projection.js"
 
@@ -82,6 +82,7 @@ export const selectInvoice = (sql: SqlClient.SqlClient, invoiceId: string) =>
 export interface InvoiceFilters extends OwnedListFilters {
   readonly subscriptionId?: string | undefined
   readonly customerId?: string | undefined
+  readonly status?: InvoiceStatus | undefined
 }
 
 /** `GET /v1/invoices`: newest first, keyset-paged, filtered. */
@@ -92,7 +93,8 @@ export const listInvoices = (
 ): Effect.Effect<V1Page<InvoiceObject>, BadRequest | SqlError> => {
   const conditions = [
     ...(filters.subscriptionId === undefined ? [] : [sql`subscription_id = ${filters.subscriptionId}`]),
-    ...(filters.customerId === undefined ? [] : [sql`customer_id = ${filters.customerId}`])
+    ...(filters.customerId === undefined ? [] : [sql`customer_id = ${filters.customerId}`]),
+    ...(filters.status === undefined ? [] : [sql`status = ${filters.status}`])
   ]
   return v1Page(sql, {
     table: INVOICES,

@@ -463,4 +463,47 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("subscripti
       )
     })
   )
+
+  it.effect("GET /v1/invoices?status=: paid, open or void invoices only; anything else → 400", () =>
+    Effect.gen(function* () {
+      const token = yield* staffToken
+      const shopper = yield* registeredShopper()
+      const product = yield* recurringProduct(token)
+      const paid = ok(201)(
+        yield* subscribe(token, {
+          customerId: shopper.customerId,
+          productId: product.id,
+          paymentMethod: "pm_card_visa"
+        })
+      )
+      const declined = ok(201)(
+        yield* subscribe(token, {
+          customerId: shopper.customerId,
+          productId: product.id,
+          paymentMethod: "pm_card_visa_chargeDeclinedInsufficientFunds"
+        })
+      )
+      expect(declined.latestInvoice.status).toBe("open")
+      const byStatus = (status: string) =>
+        Effect.map(
+          call("GET", `/v1/invoices?customerId=${shopper.customerId}&status=${status}`, { token }),
+          (r) => ok(200)(r).data.map((i: { id: string }) => i.id)
+        )
+      expect(yield* byStatus("paid")).toEqual([paid.latestInvoice.id])
+      expect(yield* byStatus("open")).toEqual([declined.latestInvoice.id])
+      expect(yield* byStatus("void")).toEqual([])
+      // The shopper's own list takes the filter too.
+      expect(
+        ok(200)(yield* call("GET", "/v1/invoices?status=open", { token: shopper.accessToken })).data.map(
+          (i: { id: string }) => i.id
+        )
+      ).toEqual([declined.latestInvoice.id])
+      expectError(
+        yield* call("GET", "/v1/invoices?status=draft", { token }),
+        400,
+        "parameter_invalid",
+        "status"
+      )
+    })
+  )
 })
