@@ -1242,6 +1242,7 @@ export const makeBilling = Effect.gen(function* () {
               patch: {
                 paymentMethod: patch.paymentMethod,
                 cancelAtPeriodEnd: patch.cancelAtPeriodEnd,
+                requestedBy: actor.role === "customer" ? "customer" : "admin",
                 metadata: patch.metadata,
                 plan,
                 changesProduct: plan !== undefined && plan.productId !== state.productId

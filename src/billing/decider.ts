@@ -32,6 +32,7 @@ import {
   BillingReason,
   billingEventTypes,
   CancellationReason,
+  CancelRequestedBy,
   InvoiceCreated,
   InvoiceLine,
   InvoicePaid,
@@ -104,6 +105,7 @@ export const SubscriptionStateSchema = Schema.Struct({
   trialStart: Schema.NullOr(Schema.Date),
   trialEnd: Schema.NullOr(Schema.Date),
   cancelAtPeriodEnd: Schema.Boolean,
+  cancelRequestedBy: CancelRequestedBy,
   pendingUpdate: Schema.NullOr(PendingUpdate),
   canceledAt: Schema.NullOr(Schema.Date),
   cancellationReason: Schema.NullOr(CancellationReason),
@@ -140,6 +142,7 @@ export const initialSubscriptionState: SubscriptionState = {
   trialStart: null,
   trialEnd: null,
   cancelAtPeriodEnd: false,
+  cancelRequestedBy: null,
   pendingUpdate: null,
   canceledAt: null,
   cancellationReason: null,
@@ -318,6 +321,7 @@ export const evolve = (s: SubscriptionState, e: BillingEvent | Pending<BillingEv
         ...s,
         paymentMethod: d.paymentMethod,
         cancelAtPeriodEnd: d.cancelAtPeriodEnd,
+        cancelRequestedBy: d.cancelRequestedBy,
         pendingUpdate: d.pendingUpdate,
         metadata: d.metadata,
         updatedAt: at
@@ -401,6 +405,8 @@ export type PaymentOutcome =
 export interface Patch {
   readonly paymentMethod?: string | undefined
   readonly cancelAtPeriodEnd?: boolean | undefined
+  /** Who asks (the cancellation's reason when `cancelAtPeriodEnd` ends the subscription); the customer if absent. */
+  readonly requestedBy?: "customer" | "admin" | undefined
   readonly metadata?: Metadata | undefined
   /** A plan and/or quantity change for the next renewal (the product's price, snapshotted now). */
   readonly plan?:
@@ -498,7 +504,12 @@ export const decide = (
             ...(c.invoice === null ? [] : issue(c.invoice)),
             SubscriptionCanceled.make({
               subscriptionId: id,
-              reason: kind === "cancel_at_period_end" ? "requested_by_customer" : "trial_ended",
+              reason:
+                kind === "trial_ended_without_payment_method"
+                  ? "trial_ended"
+                  : s.cancelRequestedBy === "admin"
+                    ? "admin"
+                    : "requested_by_customer",
               canceledAt: s.currentPeriodEnd,
               usageClosedBefore: s.currentPeriodEnd,
               prorate: null
@@ -598,9 +609,16 @@ export const decide = (
           : plan.productId === s.productId && plan.quantity === s.quantity
             ? null
             : { ...plan, effectiveAt: s.currentPeriodEnd }
+      const cancelAtPeriodEnd = p.cancelAtPeriodEnd ?? s.cancelAtPeriodEnd
       const next = {
         paymentMethod: p.paymentMethod ?? s.paymentMethod,
-        cancelAtPeriodEnd: p.cancelAtPeriodEnd ?? s.cancelAtPeriodEnd,
+        cancelAtPeriodEnd,
+        // Whoever first asked; cleared with the flag.
+        cancelRequestedBy: !cancelAtPeriodEnd
+          ? null
+          : s.cancelAtPeriodEnd
+            ? s.cancelRequestedBy
+            : (p.requestedBy ?? "customer"),
         pendingUpdate,
         metadata: p.metadata ?? s.metadata
       }

@@ -177,11 +177,19 @@ export const PeriodAdvanced = defineEvent("billing.subscription_period_advanced"
 })
 
 /** A PATCH: the fields as they now stand. */
+/** Who set `cancelAtPeriodEnd` (the cancellation's reason when the period ends): the customer or the store. */
+export const CancelRequestedBy = Schema.optionalWith(Schema.NullOr(Schema.Literal("customer", "admin")), {
+  // Absent in events and states written before it existed: read as the customer's request, as then.
+  default: () => null,
+  exact: true
+})
+
 export const SubscriptionUpdated = defineEvent("billing.subscription_updated", {
   schema: Schema.Struct({
     ...sub,
     paymentMethod: Schema.NullOr(Schema.String),
     cancelAtPeriodEnd: Schema.Boolean,
+    cancelRequestedBy: CancelRequestedBy,
     pendingUpdate: Schema.NullOr(PendingUpdate),
     metadata: Metadata
   })

@@ -86,7 +86,12 @@ export const SubscriptionObject = Schema.Struct({
   cancelAtPeriodEnd: Schema.Boolean,
   canceledAt: Schema.NullOr(Schema.Date),
   endedAt: Schema.NullOr(Schema.Date),
-  cancellationReason: Schema.NullOr(CancellationReason),
+  cancellationReason: Schema.NullOr(CancellationReason).annotations({
+    description:
+      "Why it was canceled: `requested_by_customer` (a shopper's DELETE or cancelAtPeriodEnd), `admin` (the " +
+      "same by staff), `payment_failed` (dunning exhausted), `trial_ended` (no payment method at the trial's " +
+      "end), `test_clock_deleted` (its customer's test clock was deleted); null until canceled."
+  }),
   pendingUpdate: Schema.NullOr(PendingUpdateObject),
   paymentMethod: Schema.NullOr(Schema.String),
   latestInvoice: Schema.NullOr(LatestInvoice),

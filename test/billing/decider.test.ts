@@ -322,6 +322,27 @@ describe("subscription decider (research §1.7)", () => {
       .thenFails("SubscriptionNotActive")
   })
 
+  it("cancelAtPeriodEnd's reason: whoever set the flag first (customer by default); cleared with it", () => {
+    const renewAtEnd = (s: SubscriptionState) =>
+      spec.run(s, { _tag: "Renew", now: s.currentPeriodEnd, next: null, invoice: null }).cancellationReason
+    const byAdmin = spec.run(active(), {
+      _tag: "Update",
+      patch: { cancelAtPeriodEnd: true, requestedBy: "admin" }
+    })
+    expect(byAdmin.cancelRequestedBy).toBe("admin")
+    expect(renewAtEnd(byAdmin)).toBe("admin")
+    // The customer asking again changes nothing; another change keeps who asked.
+    const again = spec.run(byAdmin, {
+      _tag: "Update",
+      patch: { cancelAtPeriodEnd: true, requestedBy: "customer", metadata: { a: "b" } }
+    })
+    expect(renewAtEnd(again)).toBe("admin")
+    const takenBack = spec.run(again, { _tag: "Update", patch: { cancelAtPeriodEnd: false } })
+    expect(takenBack.cancelRequestedBy).toBeNull()
+    const byCustomer = spec.run(takenBack, { _tag: "Update", patch: { cancelAtPeriodEnd: true } })
+    expect(renewAtEnd(byCustomer)).toBe("requested_by_customer")
+  })
+
   it("active with the flag set, at period end → canceled; the final usage invoice issued with it", () => {
     const s = spec.run(active(), { _tag: "Update", patch: { cancelAtPeriodEnd: true } })
     const usage = draft("in_final", "subscription_cancel", s.currentPeriodEnd, s.currentPeriodEnd, 250)

@@ -287,23 +287,29 @@ layer(identityHttp({}, shifted.clock), { excludeTestServices: true, timeout: 180
     it.effect("cancelAtPeriodEnd: canceled at the period end, no new period, nothing charged", () =>
       Effect.gen(function* () {
         const token = yield* staff
-        const { sub } = yield* subscribedShopper(token, {
-          interval: "day",
-          intervalCount: 2
-        })
-        ok(200)(
-          yield* call("PATCH", `/v1/subscriptions/${sub.id}`, { token, json: { cancelAtPeriodEnd: true } })
-        )
-        yield* advanceTo(sub.currentPeriodEnd)
-        yield* run
-        expect(yield* getSubscription(token, sub.id)).toMatchObject({
-          status: "canceled",
-          canceledAt: sub.currentPeriodEnd,
-          currentPeriodStart: sub.currentPeriodStart,
-          cancellationReason: "requested_by_customer"
-        })
-        expect((yield* invoicesOf(token, sub.id)).length).toBe(1)
-        expect((yield* chargesOf(`renewal:${sub.id}:`)).length).toBe(1)
+        // Set by the store (reason admin) and by the customer themself (requested_by_customer).
+        for (const by of ["admin", "customer"] as const) {
+          const { shopper, sub } = yield* subscribedShopper(token, {
+            interval: "day",
+            intervalCount: 2
+          })
+          ok(200)(
+            yield* call("PATCH", `/v1/subscriptions/${sub.id}`, {
+              token: by === "admin" ? token : shopper.accessToken,
+              json: { cancelAtPeriodEnd: true }
+            })
+          )
+          yield* advanceTo(sub.currentPeriodEnd)
+          yield* run
+          expect(yield* getSubscription(token, sub.id)).toMatchObject({
+            status: "canceled",
+            canceledAt: sub.currentPeriodEnd,
+            currentPeriodStart: sub.currentPeriodStart,
+            cancellationReason: by === "admin" ? "admin" : "requested_by_customer"
+          })
+          expect((yield* invoicesOf(token, sub.id)).length).toBe(1)
+          expect((yield* chargesOf(`renewal:${sub.id}:`)).length).toBe(1)
+        }
       })
     )
 
