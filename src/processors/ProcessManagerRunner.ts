@@ -15,7 +15,7 @@
  * An instance is written by one subscription owner (its lease) and by the timeout worker; should both
  * write one instance at the same moment, the expected-version check fails one of them: a timeout's
  * outcome is recorded again in a new transaction (the worker retries conflicts), a batch is rolled
- * back and redelivered (the supervisor restarts the subscription).
+ * back and run again (the subscription retries conflicts a few times before it fails).
  */
 import type { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"

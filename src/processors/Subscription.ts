@@ -7,16 +7,20 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Duration, Effect, Option, Queue } from "effect"
+import { Cause, Duration, Effect, Option, Queue, Schedule } from "effect"
 import type { AppConfig } from "../config.js"
 import { transaction } from "../db/Transaction.js"
 import { AppendSignal } from "../eventstore/AppendSignal.js"
 import { type Checkpoint, origin } from "../eventstore/Checkpoint.js"
 import { EventStore, type StoredEvent } from "../eventstore/EventStore.js"
 import { type PublicEvent, readPublicEvents } from "../eventstore/PublicEvents.js"
+import { isConcurrencyConflict } from "../kernel/CommandRunner.js"
 import { now, nowMillis } from "../kernel/Time.js"
 import { type AcquiredLease, LeaseLost, lostError, resolveOwner, withLease } from "./Lease.js"
 import { causeMessage, type Processor } from "./Supervisor.js"
+
+/** Between runs of a batch that lost a race on a stream: a few milliseconds, jittered. */
+const CONFLICT_BACKOFF = Schedule.jittered(Schedule.exponential(Duration.millis(5)))
 
 export type SubscriptionSource = "events" | "public_events"
 
@@ -139,6 +143,11 @@ export function subscriptionProcessor<E, R>(
             RETURNING 1 AS ok`)
           if (updated.length === 0) return yield* lostError(lease)
         })
+      ).pipe(
+        // A handler's command lost a race on its stream to another writer (a request completing
+        // the same checkout): nothing of the batch committed, so it runs again after a few milliseconds,
+        // deciding on what the winner wrote — not a failure to restart the processor over.
+        Effect.retry({ while: isConcurrencyConflict, times: 4, schedule: CONFLICT_BACKOFF })
       )
     }).pipe(
       Effect.tapErrorCause((cause) =>

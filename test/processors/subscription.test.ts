@@ -6,6 +6,7 @@ import { AppendSignal } from "../../src/eventstore/AppendSignal.js"
 import { origin } from "../../src/eventstore/Checkpoint.js"
 import { EventStore, type StoredEvent } from "../../src/eventstore/EventStore.js"
 import { type AnyEventType, defineEvent } from "../../src/eventstore/EventType.js"
+import { WrongExpectedVersion } from "../../src/eventstore/errors.js"
 import { insertPublicEvents } from "../../src/eventstore/PublicEvents.js"
 import { acquire, release } from "../../src/processors/Lease.js"
 import { type BatchContext, subscriptionProcessor } from "../../src/processors/Subscription.js"
@@ -17,6 +18,7 @@ const Probed = defineEvent("probe.happened", { schema: Schema.Struct({ n: Schema
 const Other = defineEvent("probe.other_happened", { schema: Schema.Struct({ n: Schema.Number }) })
 // One type per test that filters on it, so earlier tests' events stay out of its subscription.
 const Zombied = defineEvent("probe.zombie_happened", { schema: Schema.Struct({ n: Schema.Number }) })
+const Raced = defineEvent("probe.raced_happened", { schema: Schema.Struct({ n: Schema.Number }) })
 const InFlight = defineEvent("probe.inflight_happened", { schema: Schema.Struct({ n: Schema.Number }) })
 
 const setup = Effect.flatMap(
@@ -144,6 +146,40 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("subscrip
         const head = yield* Effect.flatMap(EventStore, (s) => s.head)
         expect(status.checkpoint.position).toBe(head.position)
       })
+  )
+
+  it.effect("a batch that loses a race on a stream runs again in place: no failure, each event once", () =>
+    Effect.gen(function* () {
+      yield* setup
+      const attempts = yield* Ref.make(0)
+      const record = recordHandler("raced")
+      const p = subscriptionProcessor({
+        name: "raced",
+        source: "events",
+        eventTypes: [Raced.type],
+        owner: "node-a",
+        batchSize: 10,
+        ...fast,
+        // Writes its rows, then loses a race twice (as a command whose stream another request
+        // wrote meanwhile): those runs roll back; the third commits.
+        handle: (events, context) =>
+          Effect.gen(function* () {
+            yield* record(events, context)
+            const n = yield* Ref.updateAndGet(attempts, (k) => k + 1)
+            if (n <= 2)
+              return yield* new WrongExpectedVersion({ streamId: "raced-0", expected: 0, actual: 1 })
+          })
+      })
+      const appended = yield* appendMany("raced", 3, { type: Raced })
+      const fiber = yield* Effect.fork(p.run)
+      yield* eventually(handledCount("raced", 3))
+      // The processor never failed: its fiber still runs, and no error is recorded.
+      expect(Option.isNone(yield* Fiber.poll(fiber))).toBe(true)
+      yield* Fiber.interrupt(fiber)
+      expect(yield* Ref.get(attempts)).toBe(3)
+      expectEachOnce(yield* handled("raced"), appended)
+      expect((yield* subscriptionRow("raced"))?.error).toBeNull()
+    })
   )
 
   it.effect("wakes up right after a local append instead of waiting for the poll interval", () =>
