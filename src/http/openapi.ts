@@ -215,7 +215,24 @@ export const documentHttpConventions = (
   return spec
 }
 
+/**
+ * A JSON body that may be `null` is one the request may leave out (`OptionalFieldsBody`: no body at
+ * all reads as `{}`): documented as an optional request body of the object alone.
+ */
+const documentOptionalBody = (operation: Record<string, unknown>) => {
+  const body = operation.requestBody
+  if (!isRecord(body) || !isRecord(body.content)) return
+  const json = body.content["application/json"]
+  if (!isRecord(json) || !isRecord(json.schema) || !Array.isArray(json.schema.anyOf)) return
+  const members: ReadonlyArray<unknown> = json.schema.anyOf
+  const objects = members.filter((m) => !(isRecord(m) && m.type === "null"))
+  if (objects.length === members.length || objects.length !== 1) return
+  json.schema = objects[0]
+  body.required = false
+}
+
 const documentOperation = (path: string, method: string, operation: Record<string, unknown>) => {
+  documentOptionalBody(operation)
   const responses = isRecord(operation.responses) ? operation.responses : {}
   operation.responses = responses
   const unsafe = UNSAFE_METHODS.has(method)

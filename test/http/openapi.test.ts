@@ -339,6 +339,27 @@ describe("OpenAPI", () => {
         })
     )
 
+    it.effect("documents the body of an action whose fields are all optional as optional", () =>
+      Effect.gen(function* () {
+        const spec = yield* fetchSpec
+        const body = (path: string) => {
+          const op = operations(spec).find((o) => o.path === path && o.method === "post")?.operation
+          return isObject(op) && isObject(op.requestBody) ? op.requestBody : undefined
+        }
+        for (const path of [
+          "/v1/orders/{id}/cancel",
+          "/v1/checkouts/{id}/confirm",
+          "/notification/{id}/resend"
+        ]) {
+          const b = body(path)
+          expect(b?.required, path).toBe(false)
+          expect(JSON.stringify(b), path).not.toContain('"null"')
+          expect(JSON.stringify(b), path).toContain('"type":"object"')
+        }
+        expect(body("/v1/checkouts")?.required).toBe(true)
+      })
+    )
+
     it.effect("documents Idempotency-Key as the middleware parses it", () =>
       Effect.gen(function* () {
         const spec = yield* fetchSpec
