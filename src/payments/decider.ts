@@ -573,12 +573,25 @@ const ofIntent = (state: IntentState) => ({ paymentIntentId: state.paymentIntent
 /** Calls that decide the intent's fate (refunds are not among them: they may run side by side). */
 const intentOperation = (state: IntentState) => state.operations.find((op) => op.kind !== "refund")
 
+/**
+ * A void or capture under way decides the intent's fate: a confirmation or an authentication started
+ * beside it could charge an intent its caller is told is canceled (a void racing a new attempt).
+ */
+const settling = (state: IntentState, running: Operation): Decision =>
+  unexpected(
+    state,
+    running.kind === "void"
+      ? "This PaymentIntent is being canceled: it can no longer be confirmed or authenticated."
+      : "A capture of this PaymentIntent is in progress; retry once it ended."
+  )
+
 const confirm = (state: IntentState, command: Extract<PaymentCommand, { _tag: "Confirm" }>): Decision => {
   const running = intentOperation(state)
   if (running !== undefined && (running.kind === "authorize" || running.kind === "authenticate"))
     return Effect.fail(
       new ConfirmationInProgress({ idempotencyKey: running.key, paymentId: running.paymentId })
     )
+  if (running !== undefined) return settling(state, running)
   // Stripe: while the customer's action is required, a confirm must bring a new payment method
   // (which abandons the attempt waiting for it); without one it is refused.
   const replacing = state.status === "requires_action" && command.paymentMethod !== null
@@ -613,6 +626,7 @@ const authenticate = (state: IntentState, outcome: "approve" | "fail"): Decision
     return Effect.fail(
       new ConfirmationInProgress({ idempotencyKey: running.key, paymentId: running.paymentId })
     )
+  if (running !== undefined && running.kind !== "authorize") return settling(state, running)
   const payment = latestPayment(state)
   if (state.status !== "requires_action" || payment === undefined)
     return unexpected(

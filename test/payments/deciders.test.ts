@@ -253,6 +253,12 @@ describe("payment intent state machine", () => {
     )
     expect(failing.status).toBe("requires_payment_method")
     spec.givenState(created()).when({ _tag: "Authenticate", outcome: "approve" }).thenFails("UnexpectedState")
+    // A cancel voids the payment waiting for the action: neither a new confirmation nor the
+    // authentication may start beside that void (either could charge an intent told canceled).
+    const voiding = spec.run(action, { _tag: "Cancel", reason: null })
+    expect(voiding.operations.map((o) => o.kind)).toEqual(["void"])
+    spec.givenState(voiding).when(confirm("pay_3", VISA)).thenFails("UnexpectedState")
+    spec.givenState(voiding).when({ _tag: "Authenticate", outcome: "approve" }).thenFails("UnexpectedState")
   })
 
   it("terminal states refuse confirm, capture and cancel", () => {
@@ -620,6 +626,11 @@ describe("model-based property", () => {
             }
             // One intent never takes more than its amount, whatever was retried.
             expect(capturedTotal).toBeLessThanOrEqual(state.amount)
+            // A canceled intent holds no money, and once a cancellation (void) started nothing new
+            // is attempted or authenticated beside it.
+            if (state.status === "canceled") expect(capturedTotal).toBe(0)
+            if (before.operations.some((o) => o.kind === "void"))
+              for (const e of exit.value) expect(e.type).not.toMatch(/attempt_started|authentication_started/)
             expect(state.payments.filter((p) => p.amountCaptured > 0).length).toBeLessThanOrEqual(1)
           }
         }

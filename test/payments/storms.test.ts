@@ -127,6 +127,56 @@ layer(identityHttp(config), { excludeTestServices: true, timeout: 180_000 })(
       })
     )
 
+    it.effect(
+      "3-D Secure: a new card's confirm or the authentication racing a cancel — one wins; canceled holds no money",
+      () =>
+        Effect.gen(function* () {
+          const token = yield* staffToken
+          for (let i = 0; i < 12; i++) {
+            const intent = yield* createIntent(token, {
+              paymentMethod: "pm_card_authenticationRequired",
+              confirm: true
+            })
+            expect(intent.status).toBe("requires_action")
+            const other =
+              i % 4 < 2
+                ? call("POST", `/v1/payment-intents/${intent.id}/confirm`, {
+                    token,
+                    json: { paymentMethod: "pm_card_visa" }
+                  })
+                : call("POST", `/v1/test/payment-intents/${intent.id}/authenticate`, {
+                    token,
+                    json: { outcome: "approve" }
+                  })
+            const cancelCall = call("POST", `/v1/payment-intents/${intent.id}/cancel`, { token })
+            const [paid, cancel] =
+              i % 2 === 0
+                ? yield* all([other, cancelCall])
+                : yield* Effect.map(all([cancelCall, other]), ([b, a]) => [a, b])
+            if (paid === undefined || cancel === undefined) throw new Error("two replies expected")
+            const final = yield* Effect.map(
+              call("GET", `/v1/payment-intents/${intent.id}`, { token }),
+              ok(200)
+            )
+            const payments = yield* Effect.map(
+              call("GET", `/v1/payments?paymentIntentId=${intent.id}&limit=100`, { token }),
+              ok(200)
+            )
+            const captured = payments.data.reduce((sum: number, p: Json) => sum + p.amountCaptured, 0)
+            const replies = `${paid.status} ${paid.text} / ${cancel.status} ${cancel.text}`
+            if (cancel.status === 200) {
+              expect(final.status, replies).toBe("canceled")
+              expect(captured, replies).toBe(0)
+              expect(paid.status, replies).toBe(409)
+            } else {
+              expect(cancel.status, replies).toBe(409)
+              expect(final, replies).toMatchObject({ status: "succeeded", canceledAt: null })
+              expect(captured, replies).toBe(intent.amount)
+            }
+          }
+        })
+    )
+
     it.effect("capture racing cancel: exactly one wins, and only its call reaches the processor", () =>
       Effect.gen(function* () {
         const token = yield* staffToken
