@@ -45,6 +45,7 @@ export type ProcessorServices =
   | Layer.Layer.Success<typeof notificationsModule.infra>
   | Layer.Layer.Success<typeof paymentsModule.infra>
   | Layer.Layer.Success<typeof paymentsModule.port>
+  | Layer.Layer.Success<typeof catalogModule.port>
   | Layer.Layer.Success<typeof checkoutModule.services>
   | Layer.Layer.Success<typeof billingModule.services>
 

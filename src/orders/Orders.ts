@@ -35,7 +35,7 @@ import {
 import type { LineQuantity } from "./events.js"
 import { OrderDecider, type OrderObject, orderObject } from "./objects.js"
 import { listOrders, selectOrder } from "./queries.js"
-import { armRefund, payRefund, REFUND_KIND } from "./refunds.js"
+import { armRefund, payRefund, REFUND_KIND, recordRefundOutcome } from "./refunds.js"
 
 const notFound = NotFound.of({ message: "No such order", param: "id" })
 
@@ -258,7 +258,7 @@ export const makeOrders = Effect.gen(function* () {
             // The safety net's row before the order's stream, as the refund worker takes them
             // (DueWork.complete, then its writes): the opposite order deadlocked under a storm.
             yield* work.cancel(REFUND_KIND, refund.key)
-            const result = yield* execute(orderId, outcome.value, actor)
+            const result = yield* recordRefundOutcome(orderId, outcome.value, metadata)
             return result.state
           })
         )

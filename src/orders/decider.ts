@@ -578,9 +578,9 @@ const decideRefund = (s: OrderState, c: Extract<OrderCommand, { _tag: "Refund" }
       restock: c.restock,
       void: false
     })
-    // A full refund of an order that shipped nothing cancels it (research §2.4).
-    const cancels = amount === refundable && !anyShipped(s) && s.cancelledAt === null
-    return cancels ? [started, OrderCancelled.make({ orderId: s.orderId, reason: "refunded" })] : [started]
+    // A full refund of an order that shipped nothing cancels it once the money is back
+    // (CompleteRefund): a refund the processor refuses cancels nothing.
+    return [started]
   })
 
 const decideCancel = (s: OrderState, c: Extract<OrderCommand, { _tag: "Cancel" }>) => {
@@ -634,15 +634,21 @@ export const decide = (
     case "CompleteRefund": {
       const r = s.refunds.find((x) => x.id === c.refundId)
       if (r === undefined || r.status !== "pending") return Effect.succeed([])
-      return Effect.succeed([
-        OrderRefundSucceeded.make({
-          orderId: s.orderId,
-          refundId: c.refundId,
-          paymentRefundId: c.paymentRefundId,
-          amount: r.void ? 0 : r.amount,
-          customerId: s.customerId
-        })
-      ])
+      const succeeded = OrderRefundSucceeded.make({
+        orderId: s.orderId,
+        refundId: c.refundId,
+        paymentRefundId: c.paymentRefundId,
+        amount: r.void ? 0 : r.amount,
+        customerId: s.customerId
+      })
+      // All that was paid is back and nothing shipped: the order is cancelled (research §2.4).
+      const refundedInFull =
+        !r.void && s.amountPaid > 0 && amountRefunded(s) + r.amount >= s.amountPaid && !anyShipped(s)
+      return Effect.succeed(
+        refundedInFull && s.cancelledAt === null
+          ? [succeeded, OrderCancelled.make({ orderId: s.orderId, reason: "refunded" })]
+          : [succeeded]
+      )
     }
     case "FailRefund": {
       const r = s.refunds.find((x) => x.id === c.refundId)

@@ -15,6 +15,7 @@
  */
 import type { SqlClient } from "@effect/sql"
 import { Duration, Effect, Option } from "effect"
+import { CatalogPort } from "../catalog/index.js"
 import { AppConfig } from "../config.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
@@ -27,6 +28,20 @@ import { OrderDecider } from "./objects.js"
 import { dieOnRefusal } from "./port.js"
 
 export const REFUND_KIND = "orders.refund"
+
+/**
+ * Step 3's order change (in the caller's transaction): the outcome on the order, and — when the
+ * refund gave back all that was paid and nothing shipped, which cancels the order — its stock hold
+ * released with it.
+ */
+export const recordRefundOutcome = (orderId: string, outcome: OrderCommand, metadata: EventMetadata) =>
+  Effect.gen(function* () {
+    const runner = yield* CommandRunner
+    const catalog = yield* CatalogPort
+    const result = yield* runner.execute(OrderDecider, orderStream(orderId), outcome, { metadata })
+    if (result.events.some((e) => e.type === "order.cancelled")) yield* catalog.release(orderId, metadata)
+    return result
+  })
 
 const RECOVERER: EventMetadata = { actor: { type: "system", id: "orders-refunds" } }
 
@@ -126,14 +141,14 @@ export const handleRefund = (item: DueItem) =>
     yield* Effect.logInfo(`orders: recovered refund ${refund.key} (${outcome.value._tag})`)
     return DueOutcome.done({
       inTransaction: Effect.asVoid(
-        dieOnRefusal(runner.execute(OrderDecider, stream, outcome.value, { metadata: RECOVERER }))
+        dieOnRefusal(recordRefundOutcome(payload.orderId, outcome.value, RECOVERER))
       )
     })
   })
 
 /** The worker (`ROLE=worker|all`). */
 export const refundRecovery = (): Processor<
-  SqlClient.SqlClient | AppConfig | CommandRunner | DueWork | PaymentsPort
+  SqlClient.SqlClient | AppConfig | CommandRunner | DueWork | PaymentsPort | CatalogPort
 > => ({
   name: "orders-refunds",
   run: dueWorker({

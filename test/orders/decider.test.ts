@@ -225,6 +225,8 @@ const invariants = (s: OrderState) => {
   if (payment === "refunded" && fulfilment === "unfulfilled") expect(status).toBe("cancelled")
   if (status === "cancelled") expect(s.lineItems.every((l) => l.fulfilledQuantity === 0)).toBe(true)
   if (payment === "voided") expect(status).toBe("cancelled")
+  // Cancelled by refunds only once all that was paid is back: a refused refund cancels nothing.
+  if (s.cancellationReason === "refunded") expect(amountRefunded(s)).toBe(s.amountPaid)
   if (fulfilment === "delivered") expect(s.fulfillments.every((f) => f.status === "delivered")).toBe(true)
 }
 

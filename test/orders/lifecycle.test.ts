@@ -303,6 +303,36 @@ layer(IdentityHttp, OPTIONS)("the order lifecycle over HTTP", (it) => {
   })
 
   describe("POST /v1/orders/:id/refund", () => {
+    it.effect(
+      "a full refund the processor refuses cancels nothing: the order, its stock and its payment stay",
+      () =>
+        Effect.gen(function* () {
+          const token = yield* adminToken
+          const product = yield* stockedProduct(token, 10)
+          const order = yield* paidOrder(token, {
+            lines: [{ productId: product.id, quantity: 2 }],
+            holdStock: true,
+            paymentMethod: "pm_card_refundFail"
+          })
+          const o = ok(yield* post(token, `/v1/orders/${order.id}/refund`))
+          expect(o).toMatchObject({
+            status: "confirmed",
+            paymentStatus: "paid",
+            amountRefunded: 0,
+            amountRefundable: o.total,
+            cancelledAt: null
+          })
+          expect(o.refunds).toHaveLength(1)
+          expect(o.refunds[0]).toMatchObject({ status: "failed", amount: o.total })
+          expect((yield* getProduct(token, product.id)).inventory).toMatchObject({ reservedQuantity: 2 })
+          expect(yield* typesOf(order.id)).not.toContain("order.cancelled")
+          // Still a live order: it ships.
+          expect(ok(yield* post(token, `/v1/orders/${order.id}/fulfill`))).toMatchObject({
+            status: "fulfilled"
+          })
+        })
+    )
+
     it.effect("partial refunds leave the status alone; the last one of a shipped order → refunded", () =>
       Effect.gen(function* () {
         const token = yield* adminToken

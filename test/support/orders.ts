@@ -112,7 +112,11 @@ export const placeOrder = (order: TestOrder = {}) =>
  */
 export const paidOrder = (
   token: string,
-  order: TestOrder & { readonly captureMethod?: "automatic" | "manual" } = {}
+  order: TestOrder & {
+    readonly captureMethod?: "automatic" | "manual"
+    /** The test processor's card (`pm_card_refundFail`: paid, but every refund is refused). */
+    readonly paymentMethod?: string
+  } = {}
 ) =>
   Effect.gen(function* () {
     const input = yield* placeInput(order)
@@ -122,7 +126,7 @@ export const paidOrder = (
       json: {
         amount: input.total,
         currency: input.currency,
-        paymentMethod: "pm_card_visa",
+        paymentMethod: order.paymentMethod ?? "pm_card_visa",
         captureMethod: manual ? "manual" : "automatic",
         ...(input.customerId === null ? {} : { customerId: input.customerId })
       }
