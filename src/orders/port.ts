@@ -15,6 +15,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Option } from "effect"
 import type { EventMetadata } from "../eventstore/EventStore.js"
+import { shredded } from "../eventstore/EventType.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
 import { isOrderError, type OrderError, orderStream, type PlaceData } from "./decider.js"
@@ -95,11 +96,21 @@ export const makeOrdersPort = Effect.gen(function* () {
           WHERE name = ${DISPLAY_ID} RETURNING value::text AS value`
         const displayId = drawn[0]?.value
         if (displayId === undefined) return yield* Effect.dieMessage("the display-id counter row is missing")
-        const result = yield* runner.execute(
-          OrderDecider,
-          orderStream(input.orderId),
-          { _tag: "Place", data: placeData(input, displayId) },
-          { metadata, newStream: true }
+        const placing = (data: PlaceData) =>
+          runner.execute(
+            OrderDecider,
+            orderStream(input.orderId),
+            { _tag: "Place", data },
+            { metadata, newStream: true }
+          )
+        const data = placeData(input, displayId)
+        const result = yield* placing(data).pipe(
+          // The customer was erased after their checkout began and its payment came later: the
+          // order is placed all the same (the money is taken), anonymized from the start like
+          // their other orders (spec §4.2 rule 1) — no personal data can be kept for them.
+          Effect.catchTag("SubjectForgotten", () =>
+            placing({ ...data, email: shredded, shippingAddress: shredded, metadata: {} })
+          )
         )
         return orderObject(result.state)
       })

@@ -126,6 +126,46 @@ layer(IdentityHttp, OPTIONS)("orders and customers", (it) => {
     })
   )
 
+  it.effect("a checkout paid after its customer was erased: one order, anonymized from the start", () =>
+    Effect.gen(function* () {
+      const token = yield* adminToken
+      const shopper = yield* registeredShopper()
+      const product = yield* stockedProduct(token, 10)
+      const created = yield* call("POST", "/v1/checkouts", {
+        token,
+        json: {
+          customerId: shopper.customerId,
+          lineItems: [{ productId: product.id, quantity: 1 }],
+          shippingAddress: { line1: "1 Elm", city: "Springfield", country: "US" },
+          metadata: { note: "gift" }
+        }
+      })
+      expect(created.status, created.text).toBe(201)
+      expect((yield* call("DELETE", `/user/${shopper.customerId}`, { token })).status).toBe(204)
+      const paid = yield* call("POST", `/v1/checkouts/${created.body.id}/confirm`, {
+        token,
+        json: { paymentMethod: "pm_card_visa" }
+      })
+      expect(paid.status, paid.text).toBe(200)
+      expect(paid.body.status).toBe("complete")
+      const order = yield* call("GET", `/v1/orders/${paid.body.orderId}`, { token })
+      expect(order.status, order.text).toBe(200)
+      expect(order.body).toMatchObject({
+        status: "confirmed",
+        paymentStatus: "paid",
+        customerId: shopper.customerId,
+        email: null,
+        shippingAddress: null,
+        metadata: {}
+      })
+      const stored = yield* (yield* EventStore).readStream(`order-${paid.body.orderId}`)
+      expect(JSON.stringify(stored)).not.toContain(shopper.email)
+      expect(JSON.stringify(stored)).not.toContain("Springfield")
+      // Its later changes work as on any anonymized order.
+      ok(yield* call("POST", `/v1/orders/${paid.body.orderId}/fulfill`, { token }))
+    })
+  )
+
   it.effect("the orders and customers read models rebuild from the log to identical rows", () =>
     Effect.gen(function* () {
       const token = yield* adminToken
