@@ -12,7 +12,7 @@
  * however many refunds race (each decides on the latest stream version).
  */
 import { Data, Effect, Schema } from "effect"
-import { isShredded } from "../eventstore/EventType.js"
+import { isShredded, revealOr } from "../eventstore/EventType.js"
 import { defineDecider, type Pending, type PublicEventDraft } from "../kernel/Decider.js"
 import { Metadata } from "../kernel/Metadata.js"
 import {
@@ -370,7 +370,7 @@ export const evolve = (s: OrderState, e: Pending<OrderEvent> | OrderEvent): Orde
         paymentId: d.paymentId,
         payment: d.payment,
         amountPaid: d.payment === "captured" ? d.amountCaptured : 0,
-        metadata: d.metadata,
+        metadata: revealOr(d.metadata, {}),
         createdAt: at,
         updatedAt: at
       }

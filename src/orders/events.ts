@@ -67,7 +67,9 @@ export const OrderPlaced = defineEvent("order.placed", {
     paymentId: Schema.NullOr(Schema.String),
     payment: PlacedPayment,
     amountCaptured: Schema.Int,
-    metadata: Metadata
+    // Personal as the checkout's it is copied from (notes, gift messages): absent in events written
+    // before it was sealed, which decode as they are.
+    metadata: Personal(Metadata)
   }),
   // The customer's key: erasing the customer shreds their orders' personal fields too.
   subject: (d) => d.customerId ?? d.orderId

@@ -109,7 +109,7 @@ export const makeOrdersPort = Effect.gen(function* () {
           // order is placed all the same (the money is taken), anonymized from the start like
           // their other orders (spec §4.2 rule 1) — no personal data can be kept for them.
           Effect.catchTag("SubjectForgotten", () =>
-            placing({ ...data, email: shredded, shippingAddress: shredded, metadata: {} })
+            placing({ ...data, email: shredded, shippingAddress: shredded, metadata: shredded })
           )
         )
         return orderObject(result.state)

@@ -4,7 +4,7 @@
  * list filters on. Each event is applied only when the row is below its stream version, so applying
  * it twice changes nothing and a rebuild from position zero reproduces the rows exactly.
  *
- * `customer.erased` anonymizes the customer's orders (spec §4.2 rule 1): email and address go, ids,
+ * `customer.erased` anonymizes the customer's orders (spec §4.2 rule 1): email, address and metadata go, ids,
  * amounts, lines and statuses stay. A rebuild reaches the same rows another way: the erased
  * customer's `order.placed` events decode with those fields shredded.
  */
@@ -49,7 +49,7 @@ export const OrdersProjection = defineProjection({
       for (const e of events) {
         if (e.type === "customer.erased") {
           yield* sql`UPDATE ${orders} SET email = NULL,
-              state = state || '{"email": null, "shippingAddress": null}'::jsonb
+              state = state || '{"email": null, "shippingAddress": null, "metadata": {}}'::jsonb
             WHERE customer_id = ${e.data.customerId}`
           continue
         }

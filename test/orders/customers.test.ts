@@ -80,12 +80,14 @@ layer(IdentityHttp, OPTIONS)("orders and customers", (it) => {
         customerId: shopper.customerId,
         email: shopper.email,
         lines: [{ productId: product.id, quantity: 2, unitAmount: 400 }],
-        holdStock: true
+        holdStock: true,
+        metadata: { giftNote: "for Ann, with love" }
       })
       ok(yield* call("POST", `/v1/orders/${order.id}/fulfill`, { token, json: { trackingNumber: "T1" } }))
       const before = yield* call("GET", `/v1/orders/${order.id}`, { token })
       expect(before.body.email).toBe(shopper.email)
       expect(before.body.shippingAddress).not.toBeNull()
+      expect(before.body.metadata).toEqual({ giftNote: "for Ann, with love" })
 
       const erased = yield* call("DELETE", `/user/${shopper.customerId}`, { token })
       expect(erased.status, erased.text).toBe(204)
@@ -93,7 +95,7 @@ layer(IdentityHttp, OPTIONS)("orders and customers", (it) => {
       // The order stays: ids, amounts, lines, statuses; email and address are gone.
       const after = yield* call("GET", `/v1/orders/${order.id}`, { token })
       expect(after.status, after.text).toBe(200)
-      expect(after.body).toEqual({ ...before.body, email: null, shippingAddress: null })
+      expect(after.body).toEqual({ ...before.body, email: null, shippingAddress: null, metadata: {} })
       const listed = yield* call("GET", `/v1/orders?customerId=${shopper.customerId}`, { token })
       expect(listed.body.data.map((o: { id: string }) => o.id)).toEqual([order.id])
       const byEmail = yield* call("GET", `/v1/orders?email=${encodeURIComponent(shopper.email)}`, { token })
@@ -107,6 +109,7 @@ layer(IdentityHttp, OPTIONS)("orders and customers", (it) => {
       const store = yield* EventStore
       const stored = yield* store.readStream(`order-${order.id}`)
       expect(JSON.stringify(stored)).not.toContain(shopper.email)
+      expect(JSON.stringify(stored)).not.toContain("for Ann")
       const decoded = yield* decodeStoredBatch(OrderDecider.eventTypes, stored)
       const placed = decoded[0]
       expect(placed?.type).toBe("order.placed")
@@ -120,9 +123,12 @@ layer(IdentityHttp, OPTIONS)("orders and customers", (it) => {
       const refunded = yield* call("GET", `/v1/orders/${order.id}`, { token })
       expect(refunded.body).toMatchObject({
         email: null,
+        metadata: {},
         paymentStatus: "partially_refunded",
         amountRefunded: 100
       })
+      // The events of changes after the erasure carry none of it either.
+      for (const e of yield* publicEventsOf(order.id)) expect(JSON.stringify(e.data)).not.toContain("for Ann")
     })
   )
 
