@@ -225,6 +225,9 @@ export const makeCatalog = Effect.gen(function* () {
       idPrefix: "prod",
       columns: PRODUCT_COLUMNS,
       where,
+      // A draft was never shown to shoppers: as their cursor it is unknown, like an id that never
+      // existed (an archived one they may have paged past still places the next page).
+      ...(isShopper(actor) ? { cursorWhere: sql`status <> 'draft'` } : {}),
       params,
       toItem: productView
     })

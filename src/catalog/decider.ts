@@ -10,6 +10,7 @@ import { Data, Effect, HashMap, Option, Schema } from "effect"
 import { defineDecider, type Recorded, snapshotPolicy } from "../kernel/Decider.js"
 import { applyMetadataPatch, type Metadata, type MetadataPatch, metadataProblem } from "../kernel/Metadata.js"
 import {
+  MAX_QUANTITY,
   PriceData,
   ProductArchived,
   ProductCreated,
@@ -370,6 +371,9 @@ const update = (
     changes.adjustBy !== undefined ? inv.stockedQuantity + changes.adjustBy : changes.stockedQuantity
   if (stocked !== undefined) {
     if (stocked < 0) return invalid(stockField, `stock cannot go below 0 (it is ${inv.stockedQuantity})`)
+    // The limit a stock set or created is held to holds for one reached by adjustments too.
+    if (stocked > MAX_QUANTITY)
+      return invalid(stockField, `stock cannot exceed ${MAX_QUANTITY} (it would be ${stocked})`)
     const backorders = changes.allowBackorder ?? inv.allowBackorder
     if (stocked < inv.reservedQuantity && !backorders)
       return invalid(

@@ -173,6 +173,10 @@ describe("product decider", () => {
       stocked()
         .when({ _tag: "Update", changes: { adjustBy: -11 } })
         .thenFails({ _tag: "ProductChangeInvalid", field: "inventory.adjustBy" })
+      // Nor above the limit a set stock is held to, reached by adjustments (10 + 10^9).
+      stocked()
+        .when({ _tag: "Update", changes: { adjustBy: 1_000_000_000 } })
+        .thenFails({ _tag: "ProductChangeInvalid", field: "inventory.adjustBy" })
       const reserved = product.run(stocked().when({ _tag: "Update", changes: {} }).before, {
         _tag: "Reserve",
         ownerId: "chk_a",

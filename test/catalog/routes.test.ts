@@ -374,8 +374,18 @@ layer(IdentityHttp, OPTIONS)("products over HTTP", (it) => {
           404,
           "resource_missing"
         )
+        // A draft as a shopper's list cursor is unknown too (its existence stays hidden).
+        expectError(
+          yield* call("GET", `/v1/products?startingAfter=${draft.id}`, { token: shopper }),
+          400,
+          "resource_missing",
+          "startingAfter"
+        )
         // Staff (and keys with read:products) see them all.
         const reader = (yield* apiKeyWith(["read:products"])).key
+        expect((yield* call("GET", `/v1/products?startingAfter=${draft.id}`, { token: reader })).status).toBe(
+          200
+        )
         expect((yield* getProduct(reader, draft.id)).status).toBe("draft")
         expect((yield* getProduct(reader, archived.id)).status).toBe("archived")
       })
