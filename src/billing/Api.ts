@@ -61,7 +61,10 @@ export const SubscriptionListParams = Schema.Struct({
   productId: Schema.optional(idOf("prod", "productId")),
   status: Schema.optional(
     Schema.Literal(...SUBSCRIPTION_STATUSES).annotations({
-      message: () => `status must be one of ${SUBSCRIPTION_STATUSES.join(", ")}`
+      message: () => ({
+        message: `status must be one of ${SUBSCRIPTION_STATUSES.join(", ")}`,
+        override: true
+      })
     })
   )
 })
@@ -73,7 +76,7 @@ export const InvoiceListParams = Schema.Struct({
   customerId: Schema.optional(idOf("cus", "customerId")),
   status: Schema.optional(
     Schema.Literal(...INVOICE_STATUSES).annotations({
-      message: () => `status must be one of ${INVOICE_STATUSES.join(", ")}`
+      message: () => ({ message: `status must be one of ${INVOICE_STATUSES.join(", ")}`, override: true })
     })
   )
 })

@@ -25,7 +25,9 @@ const Flag = (field: string) =>
   Schema.Boolean.annotations({ message: () => `${field} must be true or false` })
 
 const OneOf = <const L extends ReadonlyArray<string>>(field: string, values: L) =>
-  Schema.Literal(...values).annotations({ message: () => `${field} must be one of ${values.join(", ")}` })
+  Schema.Literal(...values).annotations({
+    message: () => ({ message: `${field} must be one of ${values.join(", ")}`, override: true })
+  })
 
 /** Stripe's limit on a recurring interval: at most three years. */
 const MAX_INTERVAL_COUNT: Readonly<Record<(typeof INTERVALS)[number], number>> = {

@@ -21,7 +21,7 @@ import { SORT_FIELDS } from "./queries.js"
 export const STATUSES = ["pending", "sent", "failed", "cancelled"] as const
 
 const Channel = Schema.Literal(...CHANNELS).annotations({
-  message: () => `channel must be one of ${CHANNELS.join(", ")}`
+  message: () => ({ message: `channel must be one of ${CHANNELS.join(", ")}`, override: true })
 })
 
 const MetadataObject = MetadataInput.annotations({ message: () => "metadata must be a JSON object" })
@@ -117,7 +117,9 @@ export const NotificationListParams = Schema.Struct({
   sort: Schema.optional(SortParam(SORT_FIELDS)),
   channel: Schema.optional(Channel),
   status: Schema.optional(
-    Schema.Literal(...STATUSES).annotations({ message: () => `status must be one of ${STATUSES.join(", ")}` })
+    Schema.Literal(...STATUSES).annotations({
+      message: () => ({ message: `status must be one of ${STATUSES.join(", ")}`, override: true })
+    })
   ),
   eventName: Schema.optional(EventName),
   to: Schema.optional(

@@ -62,7 +62,10 @@ export const RefundRequest = Schema.Struct({
   amount: Schema.optional(IntField("amount", 1, MAX_AMOUNT)),
   reason: Schema.optional(
     OrderRefundReason.annotations({
-      message: () => "reason must be one of duplicate, fraudulent, requested_by_customer, other"
+      message: () => ({
+        message: "reason must be one of duplicate, fraudulent, requested_by_customer, other",
+        override: true
+      })
     })
   ),
   items: Schema.optional(Items),
@@ -74,7 +77,7 @@ export const OrderListParams = Schema.Struct({
   ...v1ListParams("ord").fields,
   status: Schema.optional(
     Schema.Literal(...ORDER_STATUSES).annotations({
-      message: () => `status must be one of ${ORDER_STATUSES.join(", ")}`
+      message: () => ({ message: `status must be one of ${ORDER_STATUSES.join(", ")}`, override: true })
     })
   ),
   customerId: Schema.optional(idOf("cus", "customerId")),

@@ -98,8 +98,10 @@ export const CaptureRequest = Schema.Struct({ amountToCapture: Schema.optional(A
 export const CancelRequest = Schema.Struct({
   cancellationReason: Schema.optional(
     CancellationReason.annotations({
-      message: () =>
-        "cancellationReason must be one of abandoned, duplicate, requested_by_customer, fraudulent"
+      message: () => ({
+        message: "cancellationReason must be one of abandoned, duplicate, requested_by_customer, fraudulent",
+        override: true
+      })
     })
   )
 })
@@ -108,7 +110,10 @@ export const RefundRequest = Schema.Struct({
   amount: Schema.optional(Amount("amount")),
   reason: Schema.optional(
     RefundReason.annotations({
-      message: () => "reason must be one of duplicate, fraudulent, requested_by_customer, other"
+      message: () => ({
+        message: "reason must be one of duplicate, fraudulent, requested_by_customer, other",
+        override: true
+      })
     })
   )
 })
@@ -122,7 +127,9 @@ export const PaymentListParams = Schema.Struct({
   customerId: Schema.optional(idOf("cus", "customerId")),
   paymentIntentId: Schema.optional(idOf("pi", "paymentIntentId")),
   status: Schema.optional(
-    PaymentStatus.annotations({ message: () => `status must be one of ${PAYMENT_STATUSES.join(", ")}` })
+    PaymentStatus.annotations({
+      message: () => ({ message: `status must be one of ${PAYMENT_STATUSES.join(", ")}`, override: true })
+    })
   )
 })
 

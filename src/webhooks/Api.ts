@@ -153,7 +153,7 @@ const EventTypes = Schema.Array(Schema.String).annotations({
 
 /** `failing` decodes so that the use case can say why it cannot be set; the document leaves it out. */
 const SettableStatus = Schema.Literal(...SETTABLE_STATUSES).annotations({
-  message: () => "status must be one of active, disabled",
+  message: () => ({ message: "status must be one of active, disabled", override: true }),
   jsonSchema: { type: "string", enum: ["active", "disabled"] },
   arbitrary: () => (fc) => fc.constantFrom("active" as const, "disabled" as const)
 })
@@ -198,7 +198,7 @@ export const DeliveryListParams = Schema.Struct({
   ...PageParams.fields,
   status: Schema.optional(
     Schema.Literal(...DELIVERY_STATUSES).annotations({
-      message: () => `status must be one of ${DELIVERY_STATUSES.join(", ")}`
+      message: () => ({ message: `status must be one of ${DELIVERY_STATUSES.join(", ")}`, override: true })
     })
   ),
   eventId: Schema.optional(

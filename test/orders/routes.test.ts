@@ -263,6 +263,19 @@ layer(IdentityHttp, OPTIONS)("orders over HTTP", (it) => {
           expect(r.status, r.text).toBe(400)
           expect(r.body.error.param, r.text).toBe(param)
         }
+        // An enum's error names every allowed value, not only the first one tried.
+        const badStatus = yield* call("GET", `/v1/orders${query({ status: "shipped" })}`, { token })
+        expect(badStatus.body.error.message).toBe(
+          "status must be one of pending, confirmed, partially_fulfilled, fulfilled, cancelled, refunded"
+        )
+        const badReason = yield* call("POST", `/v1/orders/${(yield* placeOrder()).id}/refund`, {
+          token,
+          json: { reason: "x".repeat(5000) }
+        })
+        expectError(badReason, 400, "parameter_invalid", "reason")
+        expect(badReason.body.error.message).toBe(
+          "reason must be one of duplicate, fraudulent, requested_by_customer, other"
+        )
         expectError(
           yield* call("GET", `/v1/orders${query({ startingAfter: yield* Ids.make("ord") })}`, { token }),
           400,

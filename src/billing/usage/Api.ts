@@ -260,7 +260,9 @@ export const UsageSummaryParams = Schema.Struct({
   from: Schema.optional(Instant("from")),
   to: Schema.optional(Instant("to")),
   groupBy: Schema.optional(
-    Schema.Literal("hour", "day").annotations({ message: () => "groupBy must be one of hour, day" })
+    Schema.Literal("hour", "day").annotations({
+      message: () => ({ message: "groupBy must be one of hour, day", override: true })
+    })
   )
 }).pipe(
   Schema.filter((p) =>
