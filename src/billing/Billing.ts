@@ -77,6 +77,7 @@ import { subscriptionBeforeAppend } from "./projection.js"
 import {
   listInvoices,
   listSubscriptions,
+  liveSubscriptionsOf,
   liveSubscriptionsOnClock,
   lockSubscription,
   selectInvoice,
@@ -1324,21 +1325,35 @@ export const makeBilling = Effect.gen(function* () {
    * would stay active with no renewal ever due. Answers how many were canceled.
    */
   const clockDeleted = (testClockId: string, metadata: EventMetadata) =>
+    Effect.flatMap(liveSubscriptionsOnClock(sql, testClockId), (ids) =>
+      endUnbilled(ids, "test_clock_deleted", metadata)
+    )
+
+  /**
+   * A customer was erased (`customer.erased`): their subscriptions that are not over are canceled
+   * with nothing billed (no usage invoice, no proration, no charge to a customer who no longer
+   * exists), as Stripe's deletion of a customer cancels their subscriptions. Answers how many.
+   */
+  const customerErased = (customerId: string, metadata: EventMetadata) =>
+    Effect.flatMap(liveSubscriptionsOf(sql, customerId), (ids) =>
+      endUnbilled(ids, "customer_deleted", metadata)
+    )
+
+  /** Cancels these subscriptions now, at their clock's time, billing nothing; the canceled ones counted. */
+  const endUnbilled = (
+    subscriptionIds: ReadonlyArray<string>,
+    reason: "test_clock_deleted" | "customer_deleted",
+    metadata: EventMetadata
+  ) =>
     Effect.gen(function* () {
       let canceled = 0
-      for (const subscriptionId of yield* liveSubscriptionsOnClock(sql, testClockId)) {
+      for (const subscriptionId of subscriptionIds) {
         yield* locked(subscriptionId, (state, loaded) =>
           isTerminal(state)
             ? Effect.succeed([undefined, state] as const)
             : Effect.gen(function* () {
                 const now = yield* nowOf(state)
-                const command = {
-                  _tag: "Cancel",
-                  now,
-                  reason: "test_clock_deleted",
-                  finalInvoice: null,
-                  prorate: null
-                } as const
+                const command = { _tag: "Cancel", now, reason, finalInvoice: null, prorate: null } as const
                 const result = yield* execute(subscriptionId, command, metadata, loaded)
                 canceled++
                 return [undefined, result.state] as const
@@ -1482,6 +1497,7 @@ export const makeBilling = Effect.gen(function* () {
     /** One due item's handler (`billing.renew`, `billing.retry`, `billing.expire_incomplete`, any clock). */
     handleDue,
     clockDeleted,
+    customerErased,
     /** The renewal transactions of a batch of `billing.renew` items as one (see `handleDue`). */
     renewTogether,
     /** A manual renewal run (what a due item does), e.g. an operator's retry. */

@@ -442,7 +442,7 @@ export type SubscriptionCommand =
   | {
       readonly _tag: "Cancel"
       readonly now: Date
-      readonly reason: "requested_by_customer" | "admin" | "test_clock_deleted"
+      readonly reason: "requested_by_customer" | "admin" | "test_clock_deleted" | "customer_deleted"
       readonly finalInvoice: InvoiceDraft | null
       readonly prorate: { readonly paymentId: string; readonly amount: number } | null
     }

@@ -29,7 +29,9 @@ export const CANCELLATION_REASONS = [
   "admin",
   "trial_ended",
   /** The customer's test clock was deleted (Stripe deletes its customers): canceled with nothing billed. */
-  "test_clock_deleted"
+  "test_clock_deleted",
+  /** The customer was erased (`DELETE /user/:id`): canceled with nothing billed, as Stripe does. */
+  "customer_deleted"
 ] as const
 export const CancellationReason = Schema.Literal(...CANCELLATION_REASONS)
 export type CancellationReason = typeof CancellationReason.Type

@@ -9,6 +9,7 @@
 import { Layer } from "effect"
 import { BillingRoutes } from "./Api.js"
 import { BillingLive } from "./Billing.js"
+import { customerErasures } from "./erasures.js"
 import { billingEventTypes } from "./events.js"
 import { BillingHttpLive } from "./Http.js"
 import { SubscriptionsProjection } from "./projection.js"
@@ -22,8 +23,16 @@ export const billingModule = {
   name: "billing",
   eventTypes: [...billingEventTypes, ...usageModule.eventTypes, ...testClocksModule.eventTypes],
   projections: [SubscriptionsProjection, ...usageModule.projections, ...testClocksModule.projections],
-  /** Renewals and trial ends at the period end, dunning retries, expiry of unpaid creations. */
-  processors: [billingRenewals(), ...usageModule.processors, ...testClocksModule.processors],
+  /**
+   * Renewals and trial ends at the period end, dunning retries, expiry of unpaid creations; an erased
+   * customer's subscriptions canceled.
+   */
+  processors: [
+    billingRenewals(),
+    customerErasures(),
+    ...usageModule.processors,
+    ...testClocksModule.processors
+  ],
   routes: BillingRoutes.addHttpApi(usageModule.routes).addHttpApi(testClocksModule.routes),
   http: Layer.mergeAll(BillingHttpLive, usageModule.http, testClocksModule.http),
   infra: Layer.mergeAll(usageModule.infra, testClocksModule.infra),

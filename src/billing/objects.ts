@@ -90,7 +90,8 @@ export const SubscriptionObject = Schema.Struct({
     description:
       "Why it was canceled: `requested_by_customer` (a shopper's DELETE or cancelAtPeriodEnd), `admin` (the " +
       "same by staff), `payment_failed` (dunning exhausted), `trial_ended` (no payment method at the trial's " +
-      "end), `test_clock_deleted` (its customer's test clock was deleted); null until canceled."
+      "end), `test_clock_deleted` (its customer's test clock was deleted), `customer_deleted` (its " +
+      "customer was erased: canceled with nothing billed); null until canceled."
   }),
   pendingUpdate: Schema.NullOr(PendingUpdateObject),
   paymentMethod: Schema.NullOr(Schema.String),

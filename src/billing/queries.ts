@@ -35,6 +35,14 @@ export const lockSubscription = (sql: SqlClient.SqlClient, subscriptionId: strin
     (rows) => rows.length > 0
   )
 
+/** A customer's subscriptions that are not over (canceled, incomplete_expired). */
+export const liveSubscriptionsOf = (sql: SqlClient.SqlClient, customerId: string) =>
+  Effect.map(
+    sql<{ readonly id: string }>`SELECT id FROM ${sql(SUBSCRIPTIONS)}
+      WHERE customer_id = ${customerId} AND status NOT IN ('canceled', 'incomplete_expired') ORDER BY id`,
+    (rows) => rows.map((r) => r.id)
+  )
+
 /** The subscriptions of a test clock's customers that are not over (canceled, incomplete_expired). */
 export const liveSubscriptionsOnClock = (sql: SqlClient.SqlClient, testClockId: string) =>
   Effect.map(
