@@ -450,8 +450,9 @@ export const makeCheckouts = Effect.gen(function* () {
    * A payment intent's status changed (the completion flow, in its batch's transaction): the
    * checkout it belongs to follows — completed when paid, `processing` while 3-D Secure is pending,
    * open again when that failed; a payment of an expired checkout re-arms its settlement; the
-   * capture of a complete checkout's authorization (manual capture) is recorded on its order. Intents of
-   * no checkout change nothing. Idempotent: each step is a no-op once done.
+   * capture of a complete checkout's authorization (manual capture) and refunds made on its payment
+   * directly are recorded on its order. Intents of no checkout change nothing. Idempotent: each step
+   * is a no-op once done.
    */
   const paymentChanged = (paymentIntentId: string, metadata: EventMetadata) =>
     Effect.gen(function* () {
@@ -464,9 +465,17 @@ export const makeCheckouts = Effect.gen(function* () {
       if (Option.isNone(found)) return
       const intent = found.value
       if (state.status === "complete") {
+        if (state.orderId === null) return
         // A manual capture after completion: the order's payment is captured now (a no-op once it is).
-        if (state.orderId !== null && intent.status === "succeeded" && state.captureMethod === "manual")
+        if (intent.status === "succeeded" && state.captureMethod === "manual")
           yield* orders.recordCapture(state.orderId, intent.amountReceived, metadata)
+        // Refunds made on the payment directly reach the order (each once); one that cancelled it
+        // releases its stock hold with it, as the order's own refunds do.
+        const refunds = yield* payments.refundsOf(paymentIntentId)
+        if (refunds.some((r) => r.status === "succeeded")) {
+          const recorded = yield* orders.recordPaymentRefunds(state.orderId, refunds, metadata)
+          if (recorded.cancelled) yield* catalog.release(state.orderId, metadata)
+        }
         return
       }
       if (state.status === "expired") {

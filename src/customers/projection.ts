@@ -16,7 +16,12 @@ import { executeInTransaction, optionalColumn, textArray } from "../db/Sql.js"
 import { isShredded, revealOr } from "../eventstore/EventType.js"
 import { normalizeEmail } from "../kernel/Email.js"
 import { defineProjection } from "../kernel/Projection.js"
-import { OrderPaymentCaptured, OrderPlaced, OrderRefundSucceeded } from "../orders/index.js"
+import {
+  OrderPaymentCaptured,
+  OrderPaymentRefunded,
+  OrderPlaced,
+  OrderRefundSucceeded
+} from "../orders/index.js"
 import { customerEventTypes } from "./events.js"
 
 export const CUSTOMERS = "customers.customers"
@@ -25,7 +30,13 @@ export const ADDRESSES = "customers.addresses"
 export const CustomersProjection = defineProjection({
   name: "customers",
   tables: [CUSTOMERS, ADDRESSES],
-  events: [...customerEventTypes, OrderPlaced, OrderPaymentCaptured, OrderRefundSucceeded],
+  events: [
+    ...customerEventTypes,
+    OrderPlaced,
+    OrderPaymentCaptured,
+    OrderRefundSucceeded,
+    OrderPaymentRefunded
+  ],
   apply: (events, target) =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
@@ -142,6 +153,7 @@ export const CustomersProjection = defineProjection({
               WHERE customer_id = ${e.data.customerId}`
             break
           case "order.refund_succeeded":
+          case "order.payment_refunded":
             if (e.data.customerId === null || e.data.amount === 0) break
             yield* sql`UPDATE ${customers} SET total_spent = total_spent - ${e.data.amount}
               WHERE customer_id = ${e.data.customerId}`

@@ -3,7 +3,8 @@
  * payment that does NOT come through the checkout's own confirm route — an intent confirmed directly
  * (`POST /v1/payment-intents/:id/confirm` with its client secret, Stripe.js style), a 3-D Secure
  * answer, a confirmation the recovery worker finished after a crash. A process manager over the
- * payment intents' domain events (authorized, captured, action required, failed, canceled),
+ * payment intents' domain events (authorized, captured, action required, failed, canceled, and
+ * refunded: a refund made on an order's payment directly is recorded on the order),
  * correlated by payment intent id: each becomes ONE command to the checkout context
  * (`CheckoutPort.paymentChanged`, id derived from the event), which brings the checkout the intent
  * belongs to in line with it, in the subscription batch's transaction — complete with its order when
@@ -29,7 +30,8 @@ import {
   PaymentAuthorized,
   PaymentCaptured,
   PaymentFailed,
-  PaymentIntentCanceled
+  PaymentIntentCanceled,
+  RefundSucceeded
 } from "../payments/index.js"
 import { type CommandHandlers, processManagerSubscription } from "../processors/ProcessManagerRunner.js"
 
@@ -39,7 +41,14 @@ export interface CompletionCommands {
 
 export const CheckoutCompletion = defineProcessManager<CompletionCommands>()({
   name: "checkout-completion",
-  events: [PaymentAuthorized, PaymentCaptured, PaymentActionRequired, PaymentFailed, PaymentIntentCanceled],
+  events: [
+    PaymentAuthorized,
+    PaymentCaptured,
+    PaymentActionRequired,
+    PaymentFailed,
+    PaymentIntentCanceled,
+    RefundSucceeded
+  ],
   persistence: "none",
   correlate: (input) => input.data.paymentIntentId,
   initialState: undefined,

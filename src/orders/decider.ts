@@ -22,6 +22,7 @@ import {
   OrderCancelled,
   type OrderEvent,
   OrderPaymentCaptured,
+  OrderPaymentRefunded,
   OrderPlaced,
   OrderRefundFailed,
   OrderRefundReason,
@@ -315,6 +316,14 @@ export type OrderCommand =
   | { readonly _tag: "CompleteRefund"; readonly refundId: string; readonly paymentRefundId: string | null }
   | { readonly _tag: "FailRefund"; readonly refundId: string; readonly failureReason: string }
   | { readonly _tag: "CapturePayment"; readonly amountCaptured: number }
+  | {
+      /** A refund made on the payment directly, found by payments' report of it. */
+      readonly _tag: "RecordPaymentRefund"
+      readonly refundId: string
+      readonly paymentRefundId: string
+      readonly amount: number
+      readonly reason: OrderRefundReason | null
+    }
 
 /** The idempotency key of a refund's payment call: derived from the order and the refund. */
 export const refundKey = (orderId: string, refundId: string) => `${orderId}:refund:${refundId}`
@@ -470,6 +479,24 @@ export const evolve = (s: OrderState, e: Pending<OrderEvent> | OrderEvent): Orde
     }
     case "order.payment_captured":
       return { ...s, amountPaid: e.data.amountCaptured, updatedAt: at }
+    case "order.payment_refunded": {
+      const d = e.data
+      const refund: RefundState = {
+        id: d.refundId,
+        key: `payment:${d.paymentRefundId}`,
+        amount: d.amount,
+        status: "succeeded",
+        reason: d.reason,
+        items: [],
+        restock: false,
+        void: false,
+        paymentRefundId: d.paymentRefundId,
+        failureReason: null,
+        createdAt: at,
+        updatedAt: at
+      }
+      return { ...s, refunds: [...s.refunds, refund], updatedAt: at }
+    }
   }
 }
 
@@ -610,6 +637,21 @@ const decideCancel = (s: OrderState, c: Extract<OrderCommand, { _tag: "Cancel" }
   return Effect.succeed([cancelled])
 }
 
+/**
+ * A refund of `amount` that succeeded, and — when with it all that was paid is back and nothing
+ * shipped — the order's cancellation (research §2.4).
+ */
+const withCancellationIfRefunded = (
+  s: OrderState,
+  amount: number,
+  refunded: OrderEvent
+): ReadonlyArray<OrderEvent> => {
+  const refundedInFull = s.amountPaid > 0 && amountRefunded(s) + amount >= s.amountPaid && !anyShipped(s)
+  return refundedInFull && s.cancelledAt === null
+    ? [refunded, OrderCancelled.make({ orderId: s.orderId, reason: "refunded" })]
+    : [refunded]
+}
+
 export const decide = (
   c: OrderCommand,
   s: OrderState
@@ -641,14 +683,20 @@ export const decide = (
         amount: r.void ? 0 : r.amount,
         customerId: s.customerId
       })
-      // All that was paid is back and nothing shipped: the order is cancelled (research §2.4).
-      const refundedInFull =
-        !r.void && s.amountPaid > 0 && amountRefunded(s) + r.amount >= s.amountPaid && !anyShipped(s)
-      return Effect.succeed(
-        refundedInFull && s.cancelledAt === null
-          ? [succeeded, OrderCancelled.make({ orderId: s.orderId, reason: "refunded" })]
-          : [succeeded]
-      )
+      return Effect.succeed(r.void ? [succeeded] : withCancellationIfRefunded(s, r.amount, succeeded))
+    }
+    case "RecordPaymentRefund": {
+      const known = s.refunds.some((r) => r.id === c.refundId || r.paymentRefundId === c.paymentRefundId)
+      if (known || c.amount <= 0) return Effect.succeed([])
+      const refunded = OrderPaymentRefunded.make({
+        orderId: s.orderId,
+        refundId: c.refundId,
+        paymentRefundId: c.paymentRefundId,
+        amount: c.amount,
+        reason: c.reason,
+        customerId: s.customerId
+      })
+      return Effect.succeed(withCancellationIfRefunded(s, c.amount, refunded))
     }
     case "FailRefund": {
       const r = s.refunds.find((x) => x.id === c.refundId)
@@ -718,7 +766,8 @@ export const orderPublicEvents =
       case "order.refund_started":
       case "order.refund_failed":
         return [updated]
-      case "order.refund_succeeded": {
+      case "order.refund_succeeded":
+      case "order.payment_refunded": {
         const refund = s.refunds.find((r) => r.id === e.data.refundId)
         if (refund === undefined || refund.void) return [updated]
         return [updated, publish("order.refunded", { refundId: refund.id, refundedAmount: refund.amount })]

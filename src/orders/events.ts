@@ -135,6 +135,22 @@ export const OrderRefundFailed = defineEvent("order.refund_failed", {
   schema: Schema.Struct({ ...order, refundId: Schema.String, failureReason: Schema.String })
 })
 
+/**
+ * A refund made on the order's payment directly (`POST /v1/payments/:id/refund`, not through the
+ * order), recorded on the order when payments reported it: money given back by amount, no units.
+ * `refundId` is the order's (derived from the payment's refund, so recording it twice is a no-op).
+ */
+export const OrderPaymentRefunded = defineEvent("order.payment_refunded", {
+  schema: Schema.Struct({
+    ...order,
+    refundId: Schema.String,
+    paymentRefundId: Schema.String,
+    amount: Schema.Int,
+    reason: Schema.NullOr(OrderRefundReason),
+    customerId: Schema.NullOr(Schema.String)
+  })
+})
+
 /** A manual-capture order's payment was captured later: the order is paid (confirmed). */
 export const OrderPaymentCaptured = defineEvent("order.payment_captured", {
   schema: Schema.Struct({ ...order, amountCaptured: Schema.Int, customerId: Schema.NullOr(Schema.String) })
@@ -148,7 +164,8 @@ export const orderEventTypes = [
   OrderRefundStarted,
   OrderRefundSucceeded,
   OrderRefundFailed,
-  OrderPaymentCaptured
+  OrderPaymentCaptured,
+  OrderPaymentRefunded
 ] as const
 
 export type OrderEvent = EventOf<(typeof orderEventTypes)[number]>

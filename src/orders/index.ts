@@ -8,6 +8,7 @@ import { Context, type Effect, type Option } from "effect"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import type { CommandError } from "../kernel/CommandRunner.js"
 import type { Metadata } from "../kernel/Metadata.js"
+import type { PaymentRefundSummary } from "../payments/index.js"
 import type { ShippingAddress } from "./events.js"
 import type { OrderObject } from "./objects.js"
 
@@ -76,6 +77,18 @@ export interface OrdersPortShape {
     amountCaptured: number,
     metadata: EventMetadata
   ) => Effect.Effect<void, CommandError<never>>
+  /**
+   * Refunds made on the order's payment directly (`POST /v1/payments/:id/refund`), as payments
+   * reports them (`PaymentsPort.refundsOf`): each succeeded one the order did not ask for itself is
+   * recorded on it (`order.payment_refunded`: amount refunded, payment status, customer totals), once.
+   * `cancelled`: that gave back all that was paid of an order that shipped nothing, which cancelled
+   * it — the caller releases its stock hold in the same transaction. Joins the caller's transaction.
+   */
+  readonly recordPaymentRefunds: (
+    orderId: string,
+    refunds: ReadonlyArray<PaymentRefundSummary>,
+    metadata: EventMetadata
+  ) => Effect.Effect<{ readonly cancelled: boolean }, CommandError<never>>
 }
 
 export class OrdersPort extends Context.Tag("orders/OrdersPort")<OrdersPort, OrdersPortShape>() {}

@@ -18,7 +18,8 @@ import type { EventMetadata } from "../eventstore/EventStore.js"
 import { shredded } from "../eventstore/EventType.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
 import * as Ids from "../kernel/Ids.js"
-import { isOrderError, type OrderError, orderStream, type PlaceData } from "./decider.js"
+import { type PaymentRefundSummary, refundIdFor } from "../payments/index.js"
+import { isOrderError, type OrderError, type OrderState, orderStream, type PlaceData } from "./decider.js"
 import { OrdersPort, type PlaceOrderInput } from "./index.js"
 import { OrderDecider, orderObject } from "./objects.js"
 import { selectOrder } from "./queries.js"
@@ -29,6 +30,10 @@ const DISPLAY_ID = "display_id"
 /** Deterministic line item ids: a replayed placement names its lines the same. */
 export const lineItemId = (orderId: string, index: number) =>
   Ids.derive("li", `${orderId}:line:${index}`, Ids.timestampOf("ord", orderId) ?? 0)
+
+/** The order's id for a refund made on its payment directly: recording it again finds it. */
+export const paymentRefundOrderId = (orderId: string, paymentRefundId: string) =>
+  Ids.derive("re", `${orderId}:payment-refund:${paymentRefundId}`, Ids.timestampOf("ord", orderId) ?? 0)
 
 /** A placement's input is built by checkout from its own checked state: a bad one is a bug. */
 const inputProblem = (input: PlaceOrderInput): string | undefined => {
@@ -129,10 +134,49 @@ export const makeOrdersPort = Effect.gen(function* () {
       )
     ).pipe(Effect.catchTag("OrderNotFound", () => Effect.void))
 
+  /** The order's own refunds: recorded already, or asked for by the order under their key. */
+  const isKnown = (state: OrderState, refund: PaymentRefundSummary) =>
+    state.refunds.some(
+      (r) =>
+        r.paymentRefundId === refund.refundId ||
+        (state.paymentId !== null && refundIdFor(state.paymentId, r.key) === refund.refundId)
+    )
+
+  const recordPaymentRefunds = (
+    orderId: string,
+    refunds: ReadonlyArray<PaymentRefundSummary>,
+    metadata: EventMetadata
+  ) =>
+    Effect.gen(function* () {
+      let { state } = yield* runner.load(OrderDecider, orderStream(orderId))
+      let cancelled = false
+      for (const refund of refunds) {
+        if (!state.exists || refund.status !== "succeeded" || refund.paymentId !== state.paymentId) continue
+        if (isKnown(state, refund)) continue
+        const result = yield* runner.execute(
+          OrderDecider,
+          orderStream(orderId),
+          {
+            _tag: "RecordPaymentRefund",
+            refundId: paymentRefundOrderId(orderId, refund.refundId),
+            paymentRefundId: refund.refundId,
+            amount: refund.amount,
+            reason: refund.reason
+          },
+          { metadata }
+        )
+        state = result.state
+        cancelled ||= result.events.some((e) => e.type === "order.cancelled")
+      }
+      return { cancelled }
+    })
+
   return OrdersPort.of({
     place: (input, metadata) => dieOnRefusal(place(input, metadata)),
     find,
-    recordCapture: (orderId, amount, metadata) => dieOnRefusal(recordCapture(orderId, amount, metadata))
+    recordCapture: (orderId, amount, metadata) => dieOnRefusal(recordCapture(orderId, amount, metadata)),
+    recordPaymentRefunds: (orderId, refunds, metadata) =>
+      dieOnRefusal(recordPaymentRefunds(orderId, refunds, metadata))
   })
 })
 

@@ -14,6 +14,7 @@
  */
 import { Data, Effect } from "effect"
 import { defineDecider, type PublicEventDraft, type Recorded } from "../kernel/Decider.js"
+import * as Ids from "../kernel/Ids.js"
 import type { Metadata } from "../kernel/Metadata.js"
 import {
   AuthenticationStarted,
@@ -227,6 +228,13 @@ export const isTerminal = (status: IntentStatus) => status === "succeeded" || st
 
 export const latestPayment = (state: IntentState): PaymentState | undefined =>
   state.payments[state.payments.length - 1]
+
+/**
+ * The id of the refund a caller's key names (`PaymentsPort.refund`): the same key, the same id, so a
+ * repeat finds the refund it made — and a caller can tell its own refunds from others' by their id.
+ */
+export const refundIdFor = (paymentId: string, key: string) =>
+  Ids.derive("re", `${paymentId}:refund:${key}`, Ids.timestampOf("pay", paymentId) ?? 0)
 
 /** Refund amounts started and not yet answered: reserved, so concurrent refunds cannot overdraw. */
 export const pendingRefunds = (state: IntentState, paymentId: string) =>

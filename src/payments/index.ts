@@ -34,6 +34,7 @@ export {
   PaymentIntentNotFound,
   PaymentMethodMissing,
   PaymentNotFound,
+  refundIdFor,
   UnexpectedState
 } from "./decider.js"
 export * from "./events.js"
@@ -192,6 +193,22 @@ export interface PaymentsPortShape {
   readonly find: (
     paymentIntentId: string
   ) => Effect.Effect<Option.Option<PaymentIntentObject>, EventDecodeError | SqlError>
+  /**
+   * The refunds of the intent's payments, oldest first, as its stream stands: whoever asked for
+   * them (the refund routes or another context's `refund`). Empty for an unknown intent.
+   */
+  readonly refundsOf: (
+    paymentIntentId: string
+  ) => Effect.Effect<ReadonlyArray<PaymentRefundSummary>, EventDecodeError | SqlError>
+}
+
+/** A refund of one of an intent's payments (`refundsOf`). */
+export interface PaymentRefundSummary {
+  readonly refundId: string
+  readonly paymentId: string
+  readonly amount: number
+  readonly reason: RefundReason | null
+  readonly status: "pending" | "succeeded" | "failed"
 }
 
 export class PaymentsPort extends Context.Tag("payments/PaymentsPort")<PaymentsPort, PaymentsPortShape>() {}

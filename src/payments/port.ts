@@ -17,6 +17,7 @@ import {
   PaymentIntentDecider,
   PaymentNotFound,
   paymentIntentStream,
+  refundIdFor,
   refundObjectOf
 } from "./decider.js"
 import {
@@ -222,11 +223,7 @@ export const makePaymentsPort = Effect.gen(function* () {
       if (Option.isNone(row)) return yield* new PaymentNotFound({ paymentId })
       const paymentIntentId = row.value.paymentIntentId
       // The caller's key names the refund: the same key, the same refund id, so a repeat finds it.
-      const refundId = Ids.derive(
-        "re",
-        `${paymentId}:refund:${input.key}`,
-        Ids.timestampOf("pay", paymentId) ?? 0
-      )
+      const refundId = refundIdFor(paymentId, input.key)
       const state = yield* internals
         .run(
           paymentIntentId,
@@ -248,6 +245,19 @@ export const makePaymentsPort = Effect.gen(function* () {
         )
       : Effect.succeed(Option.none())
 
+  const refundsOf = (paymentIntentId: string) =>
+    Ids.isValid("pi", paymentIntentId)
+      ? Effect.map(load(paymentIntentId), ({ state }) =>
+          state.refunds.map((r) => ({
+            refundId: r.refundId,
+            paymentId: r.paymentId,
+            amount: r.amount,
+            reason: r.reason,
+            status: r.status
+          }))
+        )
+      : Effect.succeed([])
+
   return PaymentsPort.of({
     createIntent,
     createConfirmingIntent,
@@ -257,7 +267,8 @@ export const makePaymentsPort = Effect.gen(function* () {
     cancel,
     refund,
     checkPaymentMethod: (paymentMethod) => Effect.asVoid(resolve(paymentMethod)),
-    find
+    find,
+    refundsOf
   })
 })
 

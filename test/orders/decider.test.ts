@@ -20,7 +20,12 @@ import {
   remainingOf,
   statusOf
 } from "../../src/orders/decider.js"
-import { type OrderEvent, OrderPlaced } from "../../src/orders/events.js"
+import {
+  OrderCancelled,
+  type OrderEvent,
+  OrderPaymentRefunded,
+  OrderPlaced
+} from "../../src/orders/events.js"
 import { OrderDecider } from "../../src/orders/objects.js"
 import { deciderSpec } from "../support/decider.js"
 
@@ -119,6 +124,42 @@ describe("order decider: examples", () => {
       .when(refund(5001))
       .thenFails({ _tag: "RefundAmountTooLarge", field: "amount" })
   })
+
+  it("records a refund made on the payment once; all of it back with nothing shipped cancels the order", () => {
+    const external = (amount: number, n = 1): OrderCommand => ({
+      _tag: "RecordPaymentRefund",
+      refundId: `re_ord_${n}`,
+      paymentRefundId: `re_pay_${n}`,
+      amount,
+      reason: "other"
+    })
+    const refunded = (amount: number, n = 1) =>
+      OrderPaymentRefunded.make({
+        orderId: ORDER,
+        refundId: `re_ord_${n}`,
+        paymentRefundId: `re_pay_${n}`,
+        amount,
+        reason: "other",
+        customerId: null
+      })
+    order
+      .given([placed("captured")])
+      .when(external(1000))
+      .thenEvents([refunded(1000)])
+    // The same payment refund again (another report of it) changes nothing.
+    order
+      .given([placed("captured"), refunded(1000)])
+      .when(external(1000))
+      .thenEvents([])
+    order
+      .given([placed("captured"), refunded(1000)])
+      .when(external(4000, 2))
+      .thenEvents([refunded(4000, 2), OrderCancelled.make({ orderId: ORDER, reason: "refunded" })])
+    const state = [placed("captured"), refunded(1000)].reduce(OrderDecider.evolve, initialOrderState)
+    expect(paymentStatusOf(state)).toBe("partially_refunded")
+    expect(statusOf(state)).toBe("confirmed")
+    expect(amountRefundable(state)).toBe(4000)
+  })
 })
 
 // --- The model-based property -------------------------------------------------------------------------
@@ -140,6 +181,7 @@ type Step =
     }
   | { readonly kind: "settle"; readonly pick: number; readonly ok: boolean }
   | { readonly kind: "capture" }
+  | { readonly kind: "paymentRefund"; readonly amount: number | null }
 
 const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({
@@ -157,8 +199,15 @@ const step: fc.Arbitrary<Step> = fc.oneof(
     quantity: fc.integer({ min: 1, max: 3 })
   }),
   fc.record({ kind: fc.constant("settle" as const), pick: fc.nat(5), ok: fc.boolean() }),
-  fc.record({ kind: fc.constant("capture" as const) })
+  fc.record({ kind: fc.constant("capture" as const) }),
+  fc.record({
+    kind: fc.constant("paymentRefund" as const),
+    amount: fc.option(fc.integer({ min: 1, max: 6000 }))
+  })
 )
+
+/** What the payment still holds: captured less what it gave back (the order's pending refunds not yet asked). */
+const heldByPayment = (s: OrderState) => s.amountPaid - amountRefunded(s)
 
 const commandOf = (s: OrderState, st: Step, n: number): OrderCommand => {
   switch (st.kind) {
@@ -191,12 +240,23 @@ const commandOf = (s: OrderState, st: Step, n: number): OrderCommand => {
       const pending = s.refunds.filter((r) => r.status === "pending")
       const r = pending[st.pick % Math.max(1, pending.length)]
       const refundId = r?.id ?? "re_none"
-      return st.ok
-        ? { _tag: "CompleteRefund", refundId, paymentRefundId: "re_pay" }
+      // The payment refuses a refund beyond what it holds (one made on it directly took the money).
+      const fits = r === undefined || r.void || r.amount <= heldByPayment(s)
+      return st.ok && fits
+        ? { _tag: "CompleteRefund", refundId, paymentRefundId: `re_pay_${n}` }
         : { _tag: "FailRefund", refundId, failureReason: "declined" }
     }
     case "capture":
       return { _tag: "CapturePayment", amountCaptured: s.total }
+    case "paymentRefund":
+      // Made on the payment directly: never more than it holds (payments refuses the rest).
+      return {
+        _tag: "RecordPaymentRefund",
+        refundId: `re_ext_${n}`,
+        paymentRefundId: `re_pay_ext_${n}`,
+        amount: Math.min(st.amount ?? heldByPayment(s), heldByPayment(s)),
+        reason: null
+      }
   }
 }
 
@@ -207,8 +267,12 @@ const invariants = (s: OrderState) => {
     expect(l.fulfilledQuantity + l.refundedQuantity).toBeLessThanOrEqual(l.quantity)
     expect(remainingOf(l)).toBeGreaterThanOrEqual(0)
   }
-  expect(amountRefunded(s) + amountRefundPending(s)).toBeLessThanOrEqual(s.amountPaid)
-  expect(amountRefundable(s)).toBe(s.amountPaid - amountRefunded(s) - amountRefundPending(s))
+  // Money given back never exceeds what was captured. Refunds in flight fit beside it — unless one
+  // made on the payment directly took their money first (the payment then refuses them).
+  expect(amountRefunded(s)).toBeLessThanOrEqual(s.amountPaid)
+  const external = s.refunds.some((r) => r.key.startsWith("payment:"))
+  if (!external) expect(amountRefunded(s) + amountRefundPending(s)).toBeLessThanOrEqual(s.amountPaid)
+  expect(amountRefundable(s)).toBe(Math.max(0, s.amountPaid - amountRefunded(s) - amountRefundPending(s)))
   expect(s.amountPaid).toBeLessThanOrEqual(s.total)
   const status = statusOf(s)
   const payment = paymentStatusOf(s)
