@@ -264,12 +264,38 @@ const badTextRefused = (bad: BadText) => {
   )
 }
 
-/** A query string carrying an encoded NUL is refused before any handler sees it. */
+/**
+ * A query string carrying an encoded NUL is refused before any handler sees it, naming the
+ * parameter whose value holds it (none when it is in a parameter's name).
+ */
 const checkQuery = (request: HttpServerRequest.HttpServerRequest) => {
   const query = request.url.indexOf("?")
-  return query !== -1 && /%00/i.test(request.url.slice(query))
-    ? Option.some(nulRefused)
-    : Option.none<HttpServerResponse.HttpServerResponse>()
+  if (query === -1 || !/%00/i.test(request.url.slice(query)))
+    return Option.none<HttpServerResponse.HttpServerResponse>()
+  let param: string | undefined
+  try {
+    for (const [name, value] of new URLSearchParams(request.url.slice(query + 1))) {
+      if (name.includes("\u0000")) break
+      if (value.includes("\u0000")) {
+        param = name
+        break
+      }
+    }
+  } catch {
+    // A query URLSearchParams cannot read: refused without a param.
+  }
+  return Option.some(
+    param === undefined
+      ? nulRefused
+      : jsonResponse(
+          400,
+          errorBody("invalid_request_error", {
+            code: "parameter_invalid",
+            message: `${param}: ${NUL_MESSAGE}`,
+            param
+          })
+        )
+  )
 }
 
 interface DecodeIssue {

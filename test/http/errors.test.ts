@@ -438,7 +438,18 @@ describe("the service", () => {
           )
         )
         expectError(form, 400, "parameter_invalid")
-        expectError(yield* send(HttpClientRequest.get("/health?x=%00")), 400, "parameter_invalid")
+        const query = expectError(
+          yield* send(HttpClientRequest.get("/health?a=1&x=b%00")),
+          400,
+          "parameter_invalid"
+        )
+        expect(query.error.param).toBe("x")
+        const inName = expectError(
+          yield* send(HttpClientRequest.get("/health?x%00=1")),
+          400,
+          "parameter_invalid"
+        )
+        expect(inName.error.param).toBeUndefined()
         // An escaped backslash followed by "u0000" is ordinary text.
         const literal = yield* send(
           HttpClientRequest.post("/auth/login").pipe(
