@@ -763,7 +763,22 @@ export const orderPublicEvents =
         return [updated, publish("order.delivered", { fulfillmentId: e.data.fulfillmentId })]
       case "order.cancelled":
         return [publish("order.cancelled"), updated]
-      case "order.refund_started":
+      case "order.refund_started": {
+        // Refunding the units that had not shipped completes a partly shipped order: nothing is left
+        // to ship, so it is fulfilled as if the last parcel had gone.
+        const before: OrderState = {
+          ...s,
+          lineItems: addQuantities(
+            s.lineItems,
+            e.data.items.map((i) => ({ lineItemId: i.lineItemId, quantity: -i.quantity })),
+            "refundedQuantity"
+          )
+        }
+        const completed =
+          fulfillmentStatusOf(before) === "partially_fulfilled" &&
+          fulfillmentStatusOf(s) !== "partially_fulfilled"
+        return completed ? [publish("order.fulfilled"), updated] : [updated]
+      }
       case "order.refund_failed":
         return [updated]
       case "order.refund_succeeded":

@@ -487,6 +487,35 @@ layer(IdentityHttp, OPTIONS)("the order lifecycle over HTTP", (it) => {
       })
     )
 
+    it.effect("refunding the units left to ship of a partly shipped order fulfils it: order.fulfilled", () =>
+      Effect.gen(function* () {
+        const token = yield* adminToken
+        const product = yield* stockedProduct(token, 10)
+        const order = yield* paidOrder(token, {
+          lines: [{ productId: product.id, quantity: 3, unitAmount: 250 }],
+          holdStock: true
+        })
+        const lineItemId = order.lineItems[0]?.id
+        const part = ok(
+          yield* post(token, `/v1/orders/${order.id}/fulfill`, { items: [{ lineItemId, quantity: 2 }] })
+        )
+        expect(part.fulfillmentStatus).toBe("partially_fulfilled")
+        const rest = ok(
+          yield* post(token, `/v1/orders/${order.id}/refund`, {
+            items: [{ lineItemId, quantity: 1 }],
+            restock: true
+          })
+        )
+        expect(rest).toMatchObject({ status: "fulfilled", fulfillmentStatus: "fulfilled" })
+        const types = (yield* publicEventsOf(order.id)).map((e) => e.type)
+        expect(types.filter((t) => t === "order.partially_fulfilled")).toHaveLength(1)
+        expect(types.filter((t) => t === "order.fulfilled")).toHaveLength(1)
+        expect(types.lastIndexOf("order.fulfilled")).toBeGreaterThan(
+          types.indexOf("order.partially_fulfilled")
+        )
+      })
+    )
+
     it.effect("409 order_not_refundable: only authorized, nothing paid; 404 for no order", () =>
       Effect.gen(function* () {
         const token = yield* adminToken
