@@ -91,7 +91,8 @@ const CREATE_RULES =
   "at the trial's end the first period is charged (no payment method: it is canceled). Periods are " +
   "`interval × intervalCount` from the anchor (creation or trial end), months clamped (Jan 31 → Feb 28/29 → " +
   "Mar 31). Honours `Idempotency-Key` (a retry charges nothing twice). Publishes `subscription.created` " +
-  "when it starts (trialing, or active)."
+  "when it starts (trialing, or active). A shopper subscribes themselves on the product's terms: " +
+  "`trialPeriodDays` or `metadata` from a shopper → 403 `insufficient_scope` (the store sets them)."
 
 export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
   .add(
@@ -150,7 +151,8 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
       .annotate(
         OpenApi.Description,
         "`canceled` at once; usage so far is invoiced and charged now (a final invoice). `?prorate=true` " +
-          "refunds the unused part of the current period's licensed fee. Open invoices are voided and " +
+          "refunds the unused part of the current period's licensed fee (no more than its payment still " +
+          "holds); it is the store's: a shopper's → 403 `insufficient_scope`. Open invoices are voided and " +
           "dunning stops. Canceled already → 200 with it as it is; incomplete_expired → 409 " +
           "`subscription_not_active`. Publishes `subscription.cancelled`."
       )

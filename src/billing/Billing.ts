@@ -31,6 +31,7 @@ import * as Ids from "../kernel/Ids.js"
 import { metadataProblem } from "../kernel/Metadata.js"
 import { commandMetadata, requestCallKeyPrefix } from "../kernel/UseCase.js"
 import {
+  findPayment,
   MAX_PAYMENT_AMOUNT,
   type NewIntentCommand,
   type PaymentIntentObject,
@@ -1057,6 +1058,15 @@ export const makeBilling = Effect.gen(function* () {
 
   const create = (actor: AuthenticatedActor, input: NewSubscription, requestKey?: string) =>
     Effect.gen(function* () {
+      if (actor.role === "customer" && (input.trialPeriodDays !== undefined || input.metadata !== undefined))
+        return yield* Effect.fail(
+          Forbidden.of({
+            code: "insufficient_scope",
+            message:
+              "A shopper subscribes on the product's terms: trialPeriodDays and metadata are set by the store.",
+            param: input.trialPeriodDays !== undefined ? "trialPeriodDays" : "metadata"
+          })
+        )
       const problem = input.metadata === undefined ? undefined : metadataProblem(input.metadata)
       if (problem !== undefined)
         return yield* Effect.fail(
@@ -1289,34 +1299,53 @@ export const makeBilling = Effect.gen(function* () {
             metadata
           )
           .pipe(
-            Effect.asVoid,
+            Effect.flatMap((refund) =>
+              refund.status === "failed"
+                ? Effect.logWarning(
+                    `billing: the prorated refund of ${s.subscriptionId} was refused: ${refund.failureReason ?? "no reason"}`
+                  )
+                : Effect.void
+            ),
             Effect.catchTags({
               PaymentNotFound: () => Effect.void,
               ChargeNotRefundable: () => Effect.void,
               ChargeAlreadyRefunded: () => Effect.void,
-              AmountTooLarge: () => Effect.void
+              AmountTooLarge: (e) =>
+                Effect.logWarning(
+                  `billing: the prorated refund of ${s.subscriptionId} exceeds the payment`,
+                  e
+                )
             })
           )
 
-  /** The unused part of the current period's licensed fee, from the payment that paid it. */
-  const prorationOf = (s: SubscriptionState, now: Date) => {
-    const paid = s.invoices.find(
-      (i) =>
-        i.status === "paid" &&
-        i.paymentId !== null &&
-        i.billingReason !== "subscription_cancel" &&
-        i.periodStart.getTime() === s.currentPeriodStart.getTime()
-    )
-    if (paid === undefined || paid.paymentId === null || s.status === "trialing") return null
-    const licensed = paid.lines.reduce((sum, l) => (l.type === "subscription" ? sum + l.amount : sum), 0)
-    const length = s.currentPeriodEnd.getTime() - s.currentPeriodStart.getTime()
-    const unused = Math.max(
-      0,
-      s.currentPeriodEnd.getTime() - Math.max(now.getTime(), s.currentPeriodStart.getTime())
-    )
-    const amount = length <= 0 ? 0 : Math.floor((licensed * unused) / length)
-    return amount > 0 ? { paymentId: paid.paymentId, amount } : null
-  }
+  /**
+   * The unused part of the current period's licensed fee, from the payment that paid it — no more
+   * than that payment still holds (a refund made on it meanwhile took the rest).
+   */
+  const prorationOf = (s: SubscriptionState, now: Date) =>
+    Effect.gen(function* () {
+      const paid = s.invoices.find(
+        (i) =>
+          i.status === "paid" &&
+          i.paymentId !== null &&
+          i.billingReason !== "subscription_cancel" &&
+          i.periodStart.getTime() === s.currentPeriodStart.getTime()
+      )
+      if (paid === undefined || paid.paymentId === null || s.status === "trialing") return null
+      const licensed = paid.lines.reduce((sum, l) => (l.type === "subscription" ? sum + l.amount : sum), 0)
+      const length = s.currentPeriodEnd.getTime() - s.currentPeriodStart.getTime()
+      const unused = Math.max(
+        0,
+        s.currentPeriodEnd.getTime() - Math.max(now.getTime(), s.currentPeriodStart.getTime())
+      )
+      const payment = yield* findPayment(paid.paymentId)
+      const held = Option.match(payment, {
+        onNone: () => 0,
+        onSome: (p) => p.amountCaptured - p.amountRefunded
+      })
+      const amount = Math.min(length <= 0 ? 0 : Math.floor((licensed * unused) / length), held)
+      return amount > 0 ? { paymentId: paid.paymentId, amount } : null
+    })
 
   /**
    * A test clock is being deleted (in the caller's transaction, before the clock goes): its customers'
@@ -1366,6 +1395,14 @@ export const makeBilling = Effect.gen(function* () {
   const cancel = (actor: AuthenticatedActor, subscriptionId: string, params: typeof CancelParams.Type) =>
     Effect.gen(function* () {
       const before = yield* visibleState(actor, subscriptionId)
+      if (actor.role === "customer" && params.prorate === "true")
+        return yield* Effect.fail(
+          Forbidden.of({
+            code: "insufficient_scope",
+            message: "A prorated refund is the store's decision: a shopper cancels without prorate.",
+            param: "prorate"
+          })
+        )
       const metadata = yield* commandMetadata(actor)
       if (before.status === "canceled") {
         yield* refundProrated(before, metadata)
@@ -1389,7 +1426,7 @@ export const makeBilling = Effect.gen(function* () {
                   callKeyPrefix: renewalKeyOf(subscriptionId, now),
                   metadata
                 })
-          const prorate = params.prorate === "true" ? prorationOf(state, now) : null
+          const prorate = params.prorate === "true" ? yield* prorationOf(state, now) : null
           const result = yield* execute(
             subscriptionId,
             {

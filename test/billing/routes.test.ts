@@ -292,6 +292,24 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("subscripti
     })
   )
 
+  it.effect(
+    "?prorate=true refunds no more than the payment still holds (a refund made on it took the rest)",
+    () =>
+      Effect.gen(function* () {
+        const token = yield* staffToken
+        const { sub } = yield* subscribedShopper(
+          token,
+          { interval: "day", intervalCount: 30 },
+          { amount: 3000 }
+        )
+        const paymentId = sub.latestInvoice.paymentId
+        ok(200)(yield* call("POST", `/v1/payments/${paymentId}/refund`, { token, json: { amount: 2900 } }))
+        ok(200)(yield* call("DELETE", `/v1/subscriptions/${sub.id}?prorate=true`, { token }))
+        const after = ok(200)(yield* call("GET", `/v1/payments/${paymentId}`, { token }))
+        expect(after).toMatchObject({ amountCaptured: 3000, amountRefunded: 3000 })
+      })
+  )
+
   it.effect("DELETE now bills all usage recorded so far, records stamped a few minutes ahead too", () =>
     Effect.gen(function* () {
       const token = yield* staffToken
@@ -336,6 +354,30 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("subscripti
         yield* subscribe(ann.accessToken, { productId: product.id, paymentMethod: "pm_card_visa" })
       )
       expect(mine.customerId).toBe(ann.customerId)
+      // Billing terms are the store's: a shopper sets no trial, no metadata, no prorated refund.
+      for (const [field, extra] of [
+        ["trialPeriodDays", { trialPeriodDays: 730 }],
+        ["metadata", { metadata: { vip: "yes" } }]
+      ] as const)
+        expectError(
+          yield* subscribe(ann.accessToken, {
+            productId: product.id,
+            paymentMethod: "pm_card_visa",
+            ...extra
+          }),
+          403,
+          "insufficient_scope",
+          field
+        )
+      expectError(
+        yield* call("DELETE", `/v1/subscriptions/${mine.id}?prorate=true`, { token: ann.accessToken }),
+        403,
+        "insufficient_scope"
+      )
+      expect((yield* getSubscription(token, mine.id)).status).toBe("active")
+      expect(
+        ok(200)(yield* call("GET", `/v1/subscriptions?customerId=${ann.customerId}`, { token })).data
+      ).toHaveLength(1)
       const invoiceId = mine.latestInvoice.id
       ok(200)(yield* call("GET", `/v1/subscriptions/${mine.id}`, { token: ann.accessToken }))
       ok(200)(yield* call("GET", `/v1/invoices/${invoiceId}`, { token: ann.accessToken }))
