@@ -469,12 +469,12 @@ export const makeCheckouts = Effect.gen(function* () {
         // A manual capture after completion: the order's payment is captured now (a no-op once it is).
         if (intent.status === "succeeded" && state.captureMethod === "manual")
           yield* orders.recordCapture(state.orderId, intent.amountReceived, metadata)
-        // Refunds made on the payment directly reach the order (each once); one that cancelled it
+        // Refunds made on the payment directly reach the order (each once); one that gave all back
         // releases its stock hold with it, as the order's own refunds do.
         const refunds = yield* payments.refundsOf(paymentIntentId)
         if (refunds.some((r) => r.status === "succeeded")) {
           const recorded = yield* orders.recordPaymentRefunds(state.orderId, refunds, metadata)
-          if (recorded.cancelled) yield* catalog.release(state.orderId, metadata)
+          if (recorded.releaseHold) yield* catalog.release(state.orderId, metadata)
         }
         return
       }

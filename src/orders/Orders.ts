@@ -27,15 +27,13 @@ import {
   OrderNotFound,
   OrderNotFulfillable,
   OrderNotRefundable,
-  type OrderState,
   orderStream,
   RefundAmountTooLarge,
   UnknownLineItem
 } from "./decider.js"
-import type { LineQuantity } from "./events.js"
 import { OrderDecider, type OrderObject, orderObject } from "./objects.js"
 import { listOrders, selectOrder } from "./queries.js"
-import { armRefund, payRefund, REFUND_KIND, recordRefundOutcome } from "./refunds.js"
+import { armRefund, catalogLines, payRefund, REFUND_KIND, recordRefundOutcome } from "./refunds.js"
 
 const notFound = NotFound.of({ message: "No such order", param: "id" })
 
@@ -85,13 +83,6 @@ export const domainErrors = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
         param: e.field
       })
     return e
-  })
-
-/** The catalog lines of some line items of an order (its products and units). */
-export const catalogLines = (state: OrderState, items: ReadonlyArray<LineQuantity>) =>
-  items.flatMap((i) => {
-    const line = state.lineItems.find((l) => l.id === i.lineItemId)
-    return line === undefined || i.quantity <= 0 ? [] : [{ productId: line.productId, quantity: i.quantity }]
   })
 
 export const makeOrders = Effect.gen(function* () {
@@ -204,10 +195,10 @@ export const makeOrders = Effect.gen(function* () {
     }).pipe(orDieUnlessHttp)
 
   /**
-   * A command that may start a refund (cancel, refund): step 1 — the order's change, its stock
-   * (units refunded by line leave the hold, and come back on the shelf with `restock`; a cancelled
-   * order's whole hold is released) and the refund's safety net, in one transaction — then the
-   * payments call and its record (steps 2 and 3, refunds.ts). Answers the order as it then stands.
+   * A command that may start a refund (cancel, refund): step 1 — the order's change (a cancelled
+   * order's whole hold is released with it) and the refund's safety net, in one transaction — then
+   * the payments call and its record, with the stock a successful refund moves (steps 2 and 3,
+   * refunds.ts). Answers the order as it then stands.
    */
   const withRefund = (actor: AuthenticatedActor, orderId: string, command: OrderCommand) =>
     Effect.gen(function* () {
@@ -216,13 +207,8 @@ export const makeOrders = Effect.gen(function* () {
         transact(
           Effect.gen(function* () {
             const result = yield* execute(orderId, command, actor)
-            for (const e of result.events) {
-              if (e.type !== "order.refund_started" || e.data.items.length === 0) continue
-              const lines = catalogLines(result.state, e.data.items)
-              yield* catalog.consume(orderId, { key: `${e.data.refundId}:out`, lines }, metadata)
-              if (e.data.restock)
-                yield* catalog.restock(orderId, { key: `${e.data.refundId}:back`, lines }, metadata)
-            }
+            // Units refunded by line stay in the hold (counted as refunded: they will not ship)
+            // until the money is back: a refund the payment refuses moves no stock (refunds.ts).
             if (result.events.some((e) => e.type === "order.cancelled"))
               yield* catalog.release(orderId, metadata)
             const startedRefund = result.events.find((e) => e.type === "order.refund_started")
@@ -234,18 +220,6 @@ export const makeOrders = Effect.gen(function* () {
             return { state: result.state, refund }
           })
         )
-      ).pipe(
-        Effect.catchTags({
-          // Only units beyond the order's hold can meet this (a line refund of unheld units).
-          InsufficientStock: (e) =>
-            Effect.fail(
-              Conflict.of({
-                code: "insufficient_stock",
-                message: `product ${e.productId} has ${e.available} units available; ${e.requested} are needed`
-              })
-            ),
-          ReservationLineInvalid: Effect.die
-        })
       )
       const refund = started.refund
       if (refund === undefined) return orderObject(started.state)

@@ -315,7 +315,12 @@ export type OrderCommand =
     }
   | { readonly _tag: "CompleteRefund"; readonly refundId: string; readonly paymentRefundId: string | null }
   | { readonly _tag: "FailRefund"; readonly refundId: string; readonly failureReason: string }
-  | { readonly _tag: "CapturePayment"; readonly amountCaptured: number }
+  | {
+      readonly _tag: "CapturePayment"
+      readonly amountCaptured: number
+      /** The refund that gives the money back if the order was cancelled before the capture landed. */
+      readonly refundId: string
+    }
   | {
       /** A refund made on the payment directly, found by payments' report of it. */
       readonly _tag: "RecordPaymentRefund"
@@ -647,8 +652,9 @@ const withCancellationIfRefunded = (
   refunded: OrderEvent
 ): ReadonlyArray<OrderEvent> => {
   const refundedInFull = s.amountPaid > 0 && amountRefunded(s) + amount >= s.amountPaid && !anyShipped(s)
+  // The cancellation first: no reader sees the order `refunded` (a shipped order's state) on its way.
   return refundedInFull && s.cancelledAt === null
-    ? [refunded, OrderCancelled.make({ orderId: s.orderId, reason: "refunded" })]
+    ? [OrderCancelled.make({ orderId: s.orderId, reason: "refunded" }), refunded]
     : [refunded]
 }
 
@@ -705,15 +711,31 @@ export const decide = (
         OrderRefundFailed.make({ orderId: s.orderId, refundId: c.refundId, failureReason: c.failureReason })
       ])
     }
-    case "CapturePayment":
-      if (s.payment !== "authorized" || s.amountPaid > 0 || s.cancelledAt !== null) return Effect.succeed([])
+    case "CapturePayment": {
+      if (s.payment !== "authorized" || s.amountPaid > 0 || voided(s) || c.amountCaptured <= 0)
+        return Effect.succeed([])
+      const captured = OrderPaymentCaptured.make({
+        orderId: s.orderId,
+        amountCaptured: c.amountCaptured,
+        customerId: s.customerId
+      })
+      if (s.cancelledAt === null) return Effect.succeed([captured])
+      // Cancelled while the capture was under way: its void cannot succeed (the payment is
+      // captured), so the money is recorded and given back by a refund of all of it.
       return Effect.succeed([
-        OrderPaymentCaptured.make({
+        captured,
+        OrderRefundStarted.make({
           orderId: s.orderId,
-          amountCaptured: c.amountCaptured,
-          customerId: s.customerId
+          refundId: c.refundId,
+          key: refundKey(s.orderId, c.refundId),
+          amount: c.amountCaptured,
+          reason: "requested_by_customer",
+          items: [],
+          restock: false,
+          void: false
         })
       ])
+    }
   }
 }
 

@@ -81,14 +81,15 @@ export interface OrdersPortShape {
    * Refunds made on the order's payment directly (`POST /v1/payments/:id/refund`), as payments
    * reports them (`PaymentsPort.refundsOf`): each succeeded one the order did not ask for itself is
    * recorded on it (`order.payment_refunded`: amount refunded, payment status, customer totals), once.
-   * `cancelled`: that gave back all that was paid of an order that shipped nothing, which cancelled
-   * it — the caller releases its stock hold in the same transaction. Joins the caller's transaction.
+   * `releaseHold`: that gave back all that was paid, which cancelled an order that shipped nothing
+   * (or made a shipped one `refunded`): nothing more will ship, and the caller releases the order's
+   * stock hold in the same transaction. Joins the caller's transaction.
    */
   readonly recordPaymentRefunds: (
     orderId: string,
     refunds: ReadonlyArray<PaymentRefundSummary>,
     metadata: EventMetadata
-  ) => Effect.Effect<{ readonly cancelled: boolean }, CommandError<never>>
+  ) => Effect.Effect<{ readonly releaseHold: boolean }, CommandError<never>>
 }
 
 export class OrdersPort extends Context.Tag("orders/OrdersPort")<OrdersPort, OrdersPortShape>() {}

@@ -16,11 +16,21 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Option } from "effect"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import { shredded } from "../eventstore/EventType.js"
+import { AppConfig } from "../config.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
+import { DueWork } from "../processors/DueWork.js"
 import * as Ids from "../kernel/Ids.js"
 import { type PaymentRefundSummary, refundIdFor } from "../payments/index.js"
-import { isOrderError, type OrderError, type OrderState, orderStream, type PlaceData } from "./decider.js"
+import {
+  isOrderError,
+  type OrderError,
+  type OrderState,
+  orderStream,
+  type PlaceData,
+  statusOf
+} from "./decider.js"
 import { OrdersPort, type PlaceOrderInput } from "./index.js"
+import { armRefund } from "./refunds.js"
 import { OrderDecider, orderObject } from "./objects.js"
 import { selectOrder } from "./queries.js"
 
@@ -30,6 +40,10 @@ const DISPLAY_ID = "display_id"
 /** Deterministic line item ids: a replayed placement names its lines the same. */
 export const lineItemId = (orderId: string, index: number) =>
   Ids.derive("li", `${orderId}:line:${index}`, Ids.timestampOf("ord", orderId) ?? 0)
+
+/** The refund giving back a capture that landed after the order's cancellation (one per order). */
+const captureRefundId = (orderId: string) =>
+  Ids.derive("re", `${orderId}:capture-after-cancel`, Ids.timestampOf("ord", orderId) ?? 0)
 
 /** The order's id for a refund made on its payment directly: recording it again finds it. */
 export const paymentRefundOrderId = (orderId: string, paymentRefundId: string) =>
@@ -89,6 +103,7 @@ export const dieOnRefusal = <A, E, R>(
 export const makeOrdersPort = Effect.gen(function* () {
   const runner = yield* CommandRunner
   const sql = yield* SqlClient.SqlClient
+  const infra = yield* Effect.context<DueWork | AppConfig>()
 
   const place = (input: PlaceOrderInput, metadata: EventMetadata) =>
     runner.transact(
@@ -125,14 +140,19 @@ export const makeOrdersPort = Effect.gen(function* () {
     Ids.isValid("ord", orderId) ? selectOrder(sql, orderId) : Effect.succeed(Option.none())
 
   const recordCapture = (orderId: string, amountCaptured: number, metadata: EventMetadata) =>
-    Effect.asVoid(
-      runner.execute(
+    Effect.gen(function* () {
+      const result = yield* runner.execute(
         OrderDecider,
         orderStream(orderId),
-        { _tag: "CapturePayment", amountCaptured },
+        { _tag: "CapturePayment", amountCaptured, refundId: captureRefundId(orderId) },
         { metadata }
       )
-    ).pipe(Effect.catchTag("OrderNotFound", () => Effect.void))
+      // The order was cancelled before the capture landed: the refund giving it back is due at once
+      // (the orders-refunds worker makes the payments call, outside this transaction).
+      const refund = result.state.refunds.find((r) => r.id === captureRefundId(orderId) && r.status === "pending")
+      if (result.events.some((e) => e.type === "order.refund_started") && refund !== undefined)
+        yield* armRefund(orderId, refund, { now: true }).pipe(Effect.provide(infra))
+    }).pipe(Effect.catchTag("OrderNotFound", () => Effect.void))
 
   /** The order's own refunds: recorded already, or asked for by the order under their key. */
   const isKnown = (state: OrderState, refund: PaymentRefundSummary) =>
@@ -149,7 +169,7 @@ export const makeOrdersPort = Effect.gen(function* () {
   ) =>
     Effect.gen(function* () {
       let { state } = yield* runner.load(OrderDecider, orderStream(orderId))
-      let cancelled = false
+      let recorded = false
       for (const refund of refunds) {
         if (!state.exists || refund.status !== "succeeded" || refund.paymentId !== state.paymentId) continue
         if (isKnown(state, refund)) continue
@@ -166,9 +186,10 @@ export const makeOrdersPort = Effect.gen(function* () {
           { metadata }
         )
         state = result.state
-        cancelled ||= result.events.some((e) => e.type === "order.cancelled")
+        recorded ||= result.events.length > 0
       }
-      return { cancelled }
+      // Nothing more can ship once cancelled or refunded in full: what it holds goes back.
+      return { releaseHold: recorded && (state.cancelledAt !== null || statusOf(state) === "refunded") }
     })
 
   return OrdersPort.of({

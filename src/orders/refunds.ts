@@ -23,23 +23,64 @@ import * as Time from "../kernel/Time.js"
 import { PaymentsPort } from "../payments/index.js"
 import { type DueItem, DueOutcome, DueWork, dueWorker } from "../processors/DueWork.js"
 import type { Processor } from "../processors/Supervisor.js"
-import { type OrderCommand, type OrderState, orderStream, type RefundState } from "./decider.js"
+import { type OrderCommand, type OrderState, orderStream, type RefundState, statusOf } from "./decider.js"
+import type { LineQuantity, OrderEvent } from "./events.js"
 import { OrderDecider } from "./objects.js"
 import { dieOnRefusal } from "./port.js"
 
 export const REFUND_KIND = "orders.refund"
 
+/** The catalog lines of some line items of an order (its products and units). */
+export const catalogLines = (state: OrderState, items: ReadonlyArray<LineQuantity>) =>
+  items.flatMap((i) => {
+    const line = state.lineItems.find((l) => l.id === i.lineItemId)
+    return line === undefined || i.quantity <= 0 ? [] : [{ productId: line.productId, quantity: i.quantity }]
+  })
+
 /**
- * Step 3's order change (in the caller's transaction): the outcome on the order, and — when the
- * refund gave back all that was paid and nothing shipped, which cancels the order — its stock hold
- * released with it.
+ * The stock an order's change moves once money came back (in the caller's transaction): the units
+ * of a line refund that succeeded leave the order's hold (and are back on the shelf with `restock`,
+ * else written off) — unless the order was cancelled before, which released them already — and an
+ * order that can ship nothing more (cancelled, or refunded in full) releases what it still holds.
+ */
+export const moveRefundedStock = (
+  orderId: string,
+  result: { readonly state: OrderState; readonly events: ReadonlyArray<OrderEvent> },
+  metadata: EventMetadata
+) =>
+  Effect.gen(function* () {
+    if (result.events.length === 0) return
+    const catalog = yield* CatalogPort
+    const cancelledNow = result.events.some((e) => e.type === "order.cancelled")
+    for (const e of result.events) {
+      if (e.type !== "order.refund_succeeded" || (result.state.cancelledAt !== null && !cancelledNow))
+        continue
+      const refund = result.state.refunds.find((r) => r.id === e.data.refundId)
+      if (refund === undefined || refund.items.length === 0) continue
+      const lines = catalogLines(result.state, refund.items)
+      yield* catalog.consume(orderId, { key: `${refund.id}:out`, lines }, metadata).pipe(
+        // Units the order did not hold (an order placed without a hold, or drawn down meanwhile):
+        // the money is back whatever the shelf says; nothing else is written off.
+        Effect.catchTag("InsufficientStock", (e) =>
+          Effect.logWarning(`orders: refund ${refund.id} of ${orderId} found its units no longer held`, e)
+        ),
+        Effect.catchTag("ReservationLineInvalid", Effect.die)
+      )
+      if (refund.restock) yield* catalog.restock(orderId, { key: `${refund.id}:back`, lines }, metadata)
+    }
+    if (result.state.cancelledAt !== null || statusOf(result.state) === "refunded")
+      yield* catalog.release(orderId, metadata)
+  })
+
+/**
+ * Step 3's order change (in the caller's transaction): the outcome on the order, and the stock it
+ * moves (`moveRefundedStock`).
  */
 export const recordRefundOutcome = (orderId: string, outcome: OrderCommand, metadata: EventMetadata) =>
   Effect.gen(function* () {
     const runner = yield* CommandRunner
-    const catalog = yield* CatalogPort
     const result = yield* runner.execute(OrderDecider, orderStream(orderId), outcome, { metadata })
-    if (result.events.some((e) => e.type === "order.cancelled")) yield* catalog.release(orderId, metadata)
+    yield* moveRefundedStock(orderId, result, metadata)
     return result
   })
 
@@ -103,12 +144,17 @@ export const payRefund = (state: OrderState, refund: RefundState) =>
     }
   })
 
-/** Step 1's safety net: armed with the refund's start, disarmed with its outcome. */
-export const armRefund = (orderId: string, refund: RefundState) =>
+/**
+ * Step 1's safety net: armed with the refund's start, disarmed with its outcome. `now`: a refund no
+ * request will pay (started inside another context's transaction), due at once for the worker.
+ */
+export const armRefund = (orderId: string, refund: RefundState, options: { readonly now?: boolean } = {}) =>
   Effect.gen(function* () {
     const work = yield* DueWork
     const config = yield* AppConfig
-    const dueAt = yield* Time.fromNow(Duration.seconds(config.payments.recoveryAfterSeconds))
+    const dueAt = options.now
+      ? yield* Time.now
+      : yield* Time.fromNow(Duration.seconds(config.payments.recoveryAfterSeconds))
     yield* work.schedule({
       kind: REFUND_KIND,
       key: refund.key,

@@ -154,7 +154,7 @@ describe("order decider: examples", () => {
     order
       .given([placed("captured"), refunded(1000)])
       .when(external(4000, 2))
-      .thenEvents([refunded(4000, 2), OrderCancelled.make({ orderId: ORDER, reason: "refunded" })])
+      .thenEvents([OrderCancelled.make({ orderId: ORDER, reason: "refunded" }), refunded(4000, 2)])
     const state = [placed("captured"), refunded(1000)].reduce(OrderDecider.evolve, initialOrderState)
     expect(paymentStatusOf(state)).toBe("partially_refunded")
     expect(statusOf(state)).toBe("confirmed")
@@ -247,7 +247,7 @@ const commandOf = (s: OrderState, st: Step, n: number): OrderCommand => {
         : { _tag: "FailRefund", refundId, failureReason: "declined" }
     }
     case "capture":
-      return { _tag: "CapturePayment", amountCaptured: s.total }
+      return { _tag: "CapturePayment", amountCaptured: s.total, refundId: `re_capture_${n}` }
     case "paymentRefund":
       // Made on the payment directly: never more than it holds (payments refuses the rest).
       return {

@@ -13,8 +13,7 @@ import { makeAppConfig } from "../../src/config.js"
 import { checkoutCompletion } from "../../src/flows/checkoutCompletion.js"
 import { refundRecovery } from "../../src/orders/refunds.js"
 import { processorCallRecovery } from "../../src/payments/recovery.js"
-import { stockedProduct } from "../support/catalog.js"
-import { createCheckout, type Json, stockOf } from "../support/checkout.js"
+import { checkoutOrder, type Json, stockOf } from "../support/checkout.js"
 import { getCustomer, registeredShopper } from "../support/customers.js"
 import { usingRealPostgres } from "../support/database.js"
 import { call } from "../support/identity.js"
@@ -34,29 +33,6 @@ const orderWhen = (token: string, id: string, done: (o: Json) => boolean) =>
     20_000
   )
 
-/** A product of `stock` units, and an order of `quantity` of them paid through a checkout (1,999 each). */
-const orderThroughCheckout = (
-  token: string,
-  options: { stock?: number; quantity?: number; customerId?: string }
-) =>
-  Effect.gen(function* () {
-    const product = yield* stockedProduct(token, options.stock ?? 5)
-    const checkout = yield* createCheckout(
-      token,
-      [{ productId: product.id, quantity: options.quantity ?? 2 }],
-      options.customerId === undefined ? {} : { customerId: options.customerId, email: undefined }
-    )
-    const confirmed = ok(200)(
-      yield* call("POST", `/v1/checkouts/${checkout.id}/confirm`, {
-        token,
-        json: { paymentMethod: "pm_card_visa" }
-      })
-    )
-    expect(confirmed.status).toBe("complete")
-    const order = yield* getOrder(token, confirmed.orderId)
-    return { product, order }
-  })
-
 const refundPayment = (token: string, paymentId: string, json: Record<string, unknown> = {}) =>
   call("POST", `/v1/payments/${paymentId}/refund`, { token, json })
 
@@ -73,7 +49,7 @@ layer(
       Effect.gen(function* () {
         const token = yield* staffToken
         const shopper = yield* registeredShopper()
-        const { order } = yield* orderThroughCheckout(token, { customerId: shopper.customerId })
+        const { order } = yield* checkoutOrder(token, { customerId: shopper.customerId })
         expect(order).toMatchObject({ status: "confirmed", amountPaid: 3998, amountRefunded: 0 })
         expect((yield* getCustomer(token, shopper.customerId)).totalSpent).toBe(3998)
 
@@ -129,7 +105,7 @@ layer(
   it.effect("a full one of an order that shipped nothing cancels it and releases its stock hold", () =>
     Effect.gen(function* () {
       const token = yield* staffToken
-      const { product, order } = yield* orderThroughCheckout(token, { stock: 5, quantity: 2 })
+      const { product, order } = yield* checkoutOrder(token, { stock: 5, quantity: 2 })
       expect(yield* stockOf(token, product.id)).toEqual({ stocked: 5, reserved: 2, available: 3 })
       ok(200)(yield* refundPayment(token, order.paymentId))
       const after = yield* orderWhen(token, order.id, (o) => o.status === "cancelled")
@@ -154,7 +130,7 @@ layer(
   it.effect("a full one of a shipped order → refunded; the shipped units stay shipped", () =>
     Effect.gen(function* () {
       const token = yield* staffToken
-      const { product, order } = yield* orderThroughCheckout(token, { stock: 5, quantity: 2 })
+      const { product, order } = yield* checkoutOrder(token, { stock: 5, quantity: 2 })
       ok(200)(yield* call("POST", `/v1/orders/${order.id}/fulfill`, { token, json: {} }))
       ok(200)(yield* refundPayment(token, order.paymentId))
       const after = yield* orderWhen(token, order.id, (o) => o.paymentStatus === "refunded")
@@ -169,7 +145,7 @@ layer(
       Effect.gen(function* () {
         const token = yield* staffToken
         const shopper = yield* registeredShopper()
-        const { order } = yield* orderThroughCheckout(token, { customerId: shopper.customerId })
+        const { order } = yield* checkoutOrder(token, { customerId: shopper.customerId })
         const each = usingRealPostgres ? 30 : 8
         const requests = Array.from({ length: each * 2 }, (_, i) =>
           i % 2 === 0
