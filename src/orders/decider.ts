@@ -97,6 +97,9 @@ const RefundState = Schema.Struct({
   items: Schema.Array(Schema.Struct({ lineItemId: Schema.String, quantity: Schema.Int })),
   restock: Schema.Boolean,
   void: Schema.Boolean,
+  /** A cancellation's refund: the order is cancelled when it succeeds (`cancellationReason`). */
+  cancels: Schema.optionalWith(Schema.Boolean, { default: () => false, exact: true }),
+  cancellationReason: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null, exact: true }),
   paymentRefundId: Schema.NullOr(Schema.String),
   failureReason: Schema.NullOr(Schema.String),
   createdAt: Schema.Date,
@@ -173,6 +176,10 @@ export const amountRefundable = (s: OrderState) =>
 export const remainingOf = (l: LineState) => l.quantity - l.fulfilledQuantity - l.refundedQuantity
 
 const anyShipped = (s: OrderState) => s.lineItems.some((l) => l.fulfilledQuantity > 0)
+
+/** A cancellation waiting for its refund: nothing ships, nothing else cancels meanwhile. */
+export const cancellationPending = (s: OrderState) =>
+  s.refunds.some((r) => r.cancels && r.status === "pending")
 
 const voided = (s: OrderState) => s.refunds.some((r) => r.void && r.status === "succeeded")
 const voidInFlight = (s: OrderState) => s.refunds.some((r) => r.void && r.status === "pending")
@@ -440,6 +447,8 @@ export const evolve = (s: OrderState, e: Pending<OrderEvent> | OrderEvent): Orde
             items: d.items,
             restock: d.restock,
             void: d.void,
+            cancels: d.cancels,
+            cancellationReason: d.cancellationReason,
             paymentRefundId: null,
             failureReason: null,
             createdAt: at,
@@ -495,6 +504,8 @@ export const evolve = (s: OrderState, e: Pending<OrderEvent> | OrderEvent): Orde
         items: [],
         restock: false,
         void: false,
+        cancels: false,
+        cancellationReason: null,
         paymentRefundId: d.paymentRefundId,
         failureReason: null,
         createdAt: at,
@@ -540,6 +551,7 @@ const decideFulfill = (s: OrderState, c: Extract<OrderCommand, { _tag: "Fulfill"
     if (status === "refunded") return yield* refuse("the order is refunded")
     if (status === "pending") return yield* refuse("the payment is only authorized: capture it first")
     if (paymentStatusOf(s) === "refunded") return yield* refuse("the order is refunded")
+    if (cancellationPending(s)) return yield* refuse("its cancellation is under way (the refund is pending)")
     const items =
       c.items === undefined
         ? s.lineItems.flatMap((l, index) =>
@@ -608,7 +620,9 @@ const decideRefund = (s: OrderState, c: Extract<OrderCommand, { _tag: "Refund" }
       reason: c.reason,
       items: items.map((i) => ({ lineItemId: i.lineItemId, quantity: i.quantity })),
       restock: c.restock,
-      void: false
+      void: false,
+      cancels: false,
+      cancellationReason: null
     })
     // A full refund of an order that shipped nothing cancels it once the money is back
     // (CompleteRefund): a refund the processor refuses cancels nothing.
@@ -619,6 +633,8 @@ const decideCancel = (s: OrderState, c: Extract<OrderCommand, { _tag: "Cancel" }
   const status = statusOf(s)
   if (s.cancelledAt !== null)
     return Effect.fail(new OrderNotCancellable({ status, reason: "already cancelled" }))
+  // Asked again while the first cancellation's refund is under way: that one decides.
+  if (cancellationPending(s)) return Effect.succeed([])
   if (anyShipped(s))
     return Effect.fail(new OrderNotCancellable({ status, reason: "part of it shipped: refund it instead" }))
   if (status === "refunded")
@@ -634,11 +650,15 @@ const decideCancel = (s: OrderState, c: Extract<OrderCommand, { _tag: "Cancel" }
       reason: "requested_by_customer",
       items: [],
       restock: false,
-      void: isVoid
+      void: isVoid,
+      cancels: !isVoid,
+      cancellationReason: isVoid ? null : c.reason
     })
   if (s.payment === "authorized" && s.amountPaid === 0 && !voidInFlight(s) && !voided(s))
     return Effect.succeed([cancelled, refund(s.total, true)])
-  if (refundable > 0) return Effect.succeed([cancelled, refund(refundable, false)])
+  // Captured money goes back first: the order is cancelled when the refund succeeds (CompleteRefund),
+  // and stays as it was if the payment refuses it — never cancelled with the money kept.
+  if (refundable > 0) return Effect.succeed([refund(refundable, false)])
   return Effect.succeed([cancelled])
 }
 
@@ -689,6 +709,11 @@ export const decide = (
         amount: r.void ? 0 : r.amount,
         customerId: s.customerId
       })
+      if (r.cancels && s.cancelledAt === null)
+        return Effect.succeed([
+          OrderCancelled.make({ orderId: s.orderId, reason: r.cancellationReason }),
+          succeeded
+        ])
       return Effect.succeed(r.void ? [succeeded] : withCancellationIfRefunded(s, r.amount, succeeded))
     }
     case "RecordPaymentRefund": {
@@ -732,7 +757,9 @@ export const decide = (
           reason: "requested_by_customer",
           items: [],
           restock: false,
-          void: false
+          void: false,
+          cancels: false,
+          cancellationReason: null
         })
       ])
     }

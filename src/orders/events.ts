@@ -114,7 +114,17 @@ export const OrderRefundStarted = defineEvent("order.refund_started", {
     reason: Schema.NullOr(OrderRefundReason),
     items: Schema.Array(LineQuantity),
     restock: Schema.Boolean,
-    void: Schema.Boolean
+    void: Schema.Boolean,
+    /**
+     * A cancellation's refund: the order is cancelled (with `cancellationReason`) when it succeeds,
+     * and stays as it was if the payment refuses it. Absent in events written before (their order
+     * was cancelled with the refund's start).
+     */
+    cancels: Schema.optionalWith(Schema.Boolean, { default: () => false, exact: true }),
+    cancellationReason: Schema.optionalWith(Schema.NullOr(Schema.String), {
+      default: () => null,
+      exact: true
+    })
   })
 })
 

@@ -14,13 +14,13 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Option } from "effect"
+import type { AppConfig } from "../config.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import { shredded } from "../eventstore/EventType.js"
-import { AppConfig } from "../config.js"
 import { CommandRunner } from "../kernel/CommandRunner.js"
-import { DueWork } from "../processors/DueWork.js"
 import * as Ids from "../kernel/Ids.js"
 import { type PaymentRefundSummary, refundIdFor } from "../payments/index.js"
+import type { DueWork } from "../processors/DueWork.js"
 import {
   isOrderError,
   type OrderError,
@@ -30,9 +30,9 @@ import {
   statusOf
 } from "./decider.js"
 import { OrdersPort, type PlaceOrderInput } from "./index.js"
-import { armRefund } from "./refunds.js"
 import { OrderDecider, orderObject } from "./objects.js"
 import { selectOrder } from "./queries.js"
+import { armRefund } from "./refunds.js"
 
 const COUNTERS = "orders.counters"
 const DISPLAY_ID = "display_id"
@@ -149,7 +149,9 @@ export const makeOrdersPort = Effect.gen(function* () {
       )
       // The order was cancelled before the capture landed: the refund giving it back is due at once
       // (the orders-refunds worker makes the payments call, outside this transaction).
-      const refund = result.state.refunds.find((r) => r.id === captureRefundId(orderId) && r.status === "pending")
+      const refund = result.state.refunds.find(
+        (r) => r.id === captureRefundId(orderId) && r.status === "pending"
+      )
       if (result.events.some((e) => e.type === "order.refund_started") && refund !== undefined)
         yield* armRefund(orderId, refund, { now: true }).pipe(Effect.provide(infra))
     }).pipe(Effect.catchTag("OrderNotFound", () => Effect.void))

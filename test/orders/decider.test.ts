@@ -24,7 +24,10 @@ import {
   OrderCancelled,
   type OrderEvent,
   OrderPaymentRefunded,
-  OrderPlaced
+  OrderPlaced,
+  OrderRefundFailed,
+  OrderRefundStarted,
+  OrderRefundSucceeded
 } from "../../src/orders/events.js"
 import { OrderDecider } from "../../src/orders/objects.js"
 import { deciderSpec } from "../support/decider.js"
@@ -123,6 +126,69 @@ describe("order decider: examples", () => {
       .given([placed("captured")])
       .when(refund(5001))
       .thenFails({ _tag: "RefundAmountTooLarge", field: "amount" })
+  })
+
+  it("cancelling a captured order refunds first: cancelled when the money is back, unchanged if refused", () => {
+    const started = OrderRefundStarted.make({
+      orderId: ORDER,
+      refundId: "re_c",
+      key: `${ORDER}:refund:re_c`,
+      amount: 5000,
+      reason: "requested_by_customer",
+      items: [],
+      restock: false,
+      void: false,
+      cancels: true,
+      cancellationReason: "changed mind"
+    })
+    order
+      .given([placed("captured")])
+      .when({ _tag: "Cancel", reason: "changed mind", refundId: "re_c" })
+      .thenEvents([started])
+    // Asked again meanwhile: the first cancellation decides; nothing ships meanwhile.
+    order
+      .given([placed("captured"), started])
+      .when({ _tag: "Cancel", reason: null, refundId: "re_d" })
+      .thenEvents([])
+    order
+      .given([placed("captured"), started])
+      .when({
+        _tag: "Fulfill",
+        fulfillmentId: "ful_1",
+        items: undefined,
+        trackingNumber: null,
+        trackingUrl: null,
+        carrier: null
+      })
+      .thenFails("OrderNotFulfillable")
+    order
+      .given([placed("captured"), started])
+      .when({ _tag: "CompleteRefund", refundId: "re_c", paymentRefundId: "re_pay" })
+      .thenEvents([
+        OrderCancelled.make({ orderId: ORDER, reason: "changed mind" }),
+        OrderRefundSucceeded.make({
+          orderId: ORDER,
+          refundId: "re_c",
+          paymentRefundId: "re_pay",
+          amount: 5000,
+          customerId: null
+        })
+      ])
+    const refused = [
+      placed("captured"),
+      started,
+      OrderRefundFailed.make({ orderId: ORDER, refundId: "re_c", failureReason: "declined" })
+    ]
+    const state = refused.reduce(OrderDecider.evolve, initialOrderState)
+    expect({
+      status: statusOf(state),
+      payment: paymentStatusOf(state),
+      cancelledAt: state.cancelledAt
+    }).toEqual({
+      status: "confirmed",
+      payment: "paid",
+      cancelledAt: null
+    })
   })
 
   it("records a refund made on the payment once; all of it back with nothing shipped cancels the order", () => {

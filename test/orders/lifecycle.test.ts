@@ -259,14 +259,38 @@ layer(IdentityHttp, OPTIONS)("the order lifecycle over HTTP", (it) => {
         expect(yield* typesOf(order.id)).toEqual([
           "order.created",
           "order.confirmed",
-          "order.cancelled",
+          // The refund started (pending); once it succeeded, the order is cancelled.
           "order.updated",
-          // The refund started (pending), then succeeded.
+          "order.cancelled",
           "order.updated",
           "order.updated",
           "order.refunded"
         ])
         expectError(yield* post(token, `/v1/orders/${order.id}/cancel`), 409, "order_not_cancellable")
+      })
+    )
+
+    it.effect("a refund the processor refuses cancels nothing: the order keeps its stock, then ships", () =>
+      Effect.gen(function* () {
+        const token = yield* adminToken
+        const product = yield* stockedProduct(token, 5)
+        const order = yield* paidOrder(token, {
+          lines: [{ productId: product.id, quantity: 2, unitAmount: 700 }],
+          holdStock: true,
+          paymentMethod: "pm_card_refundFail"
+        })
+        const o = ok(yield* post(token, `/v1/orders/${order.id}/cancel`, { reason: "changed mind" }))
+        expect(o).toMatchObject({
+          status: "confirmed",
+          paymentStatus: "paid",
+          amountRefunded: 0,
+          cancelledAt: null
+        })
+        expect(o.refunds[0]).toMatchObject({ status: "failed", amount: 1400 })
+        expect((yield* getProduct(token, product.id)).inventory.reservedQuantity).toBe(2)
+        expect(yield* typesOf(order.id)).not.toContain("order.cancelled")
+        const shipped = ok(yield* post(token, `/v1/orders/${order.id}/fulfill`))
+        expect(shipped.status).toBe("fulfilled")
       })
     )
 
