@@ -466,7 +466,10 @@ export const allowedMethods = <Id extends string, Groups extends HttpApiGroup.Ht
 /** An unknown route: 405 with `Allow` when the path exists under other methods, else 404. */
 const routeNotFound = (request: HttpServerRequest.HttpServerRequest, allow: AllowedMethods | undefined) => {
   const methods = allow?.(routePath(request.url))
-  if (methods === undefined) return HttpServerResponse.empty({ status: 404 })
+  // The path's template answers this very method (the router left it unrouted: a path parameter
+  // beyond its length limit): no such resource, never a 405 naming the method it refused.
+  if (methods === undefined || methods.split(", ").includes(request.method.toUpperCase()))
+    return HttpServerResponse.empty({ status: 404 })
   return HttpServerResponse.setHeader(
     fail(
       405,

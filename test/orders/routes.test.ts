@@ -138,6 +138,18 @@ layer(IdentityHttp, OPTIONS)("orders over HTTP", (it) => {
         for (const id of [yield* Ids.make("ord"), "ord_nope", yield* Ids.make("prod")]) {
           expectError(yield* call("GET", `/v1/orders/${id}`, { token }), 404, "resource_missing", "id")
         }
+        // Ids longer than the router's parameter limit are unknown ids too, on every route (a 405
+        // once said the method was not allowed while naming it in Allow).
+        for (const long of [`ord_${"x".repeat(150)}`, `ord_${"x".repeat(3000)}`]) {
+          expectError(yield* call("GET", `/v1/orders/${long}`, { token }), 404, "resource_missing")
+          expectError(
+            yield* call("POST", `/v1/orders/${long}/cancel`, { token, json: {} }),
+            404,
+            "resource_missing"
+          )
+          expectError(yield* call("GET", `/v1/checkouts/chk_${long}`, { token }), 404, "resource_missing")
+          expectError(yield* call("GET", `/v1/payments/pay_${long}`, { token }), 404, "resource_missing")
+        }
       })
     )
   })
