@@ -518,25 +518,40 @@ export const evolve = (s: OrderState, e: Pending<OrderEvent> | OrderEvent): Orde
 
 // --- Decide -----------------------------------------------------------------------------------------
 
-/** Items resolved to lines and summed per line, in the order of first mention. */
+/**
+ * Items resolved to lines and summed per line, in the order of first mention. A product named by
+ * `productId` may have several lines: its units fill them in order, each up to what it has left
+ * (what is beyond all of them lands on the first, for the caller's check to refuse).
+ */
 const resolveItems = (
   s: OrderState,
   items: ReadonlyArray<ItemRef>
 ): Effect.Effect<ReadonlyArray<LineQuantity & { readonly index: number }>, UnknownLineItem> => {
   const byLine = new Map<string, { lineItemId: string; quantity: number; index: number }>()
-  for (const [index, item] of items.entries()) {
-    const line =
-      item.lineItemId !== undefined
-        ? s.lineItems.find((l) => l.id === item.lineItemId)
-        : s.lineItems.find((l) => l.productId === item.productId)
-    if (line === undefined)
-      return Effect.fail(new UnknownLineItem({ index, reference: item.lineItemId ?? item.productId ?? "" }))
-    const seen = byLine.get(line.id)
-    byLine.set(line.id, {
-      lineItemId: line.id,
-      quantity: (seen?.quantity ?? 0) + item.quantity,
+  const add = (lineId: string, quantity: number, index: number) => {
+    const seen = byLine.get(lineId)
+    byLine.set(lineId, {
+      lineItemId: lineId,
+      quantity: (seen?.quantity ?? 0) + quantity,
       index: seen?.index ?? index
     })
+  }
+  for (const [index, item] of items.entries()) {
+    const lines =
+      item.lineItemId !== undefined
+        ? s.lineItems.filter((l) => l.id === item.lineItemId)
+        : s.lineItems.filter((l) => l.productId === item.productId)
+    const first = lines[0]
+    if (first === undefined)
+      return Effect.fail(new UnknownLineItem({ index, reference: item.lineItemId ?? item.productId ?? "" }))
+    let left = item.quantity
+    for (const line of lines.length > 1 ? lines : []) {
+      const free = Math.max(0, remainingOf(line) - (byLine.get(line.id)?.quantity ?? 0))
+      const take = Math.min(left, free)
+      if (take > 0) add(line.id, take, index)
+      left -= take
+    }
+    if (left > 0) add(first.id, left, index)
   }
   return Effect.succeed([...byLine.values()])
 }

@@ -21,6 +21,7 @@ import {
   statusOf
 } from "../../src/orders/decider.js"
 import {
+  FulfillmentCreated,
   OrderCancelled,
   type OrderEvent,
   OrderPaymentRefunded,
@@ -126,6 +127,38 @@ describe("order decider: examples", () => {
       .given([placed("captured")])
       .when(refund(5001))
       .thenFails({ _tag: "RefundAmountTooLarge", field: "amount" })
+  })
+
+  it("a product on two lines: its units fill them in order when named by productId", () => {
+    const twoLines = OrderPlaced.make({
+      ...placed("captured").data,
+      lineItems: placed("captured").data.lineItems.map((l) => ({ ...l, productId: "prod_a" }))
+    })
+    const fulfil = (quantity: number): OrderCommand => ({
+      _tag: "Fulfill",
+      fulfillmentId: "ful_1",
+      items: [{ productId: "prod_a", quantity }],
+      trackingNumber: null,
+      trackingUrl: null,
+      carrier: null
+    })
+    order
+      .given([twoLines])
+      .when(fulfil(4))
+      .thenEvents([
+        FulfillmentCreated.make({
+          orderId: ORDER,
+          fulfillmentId: "ful_1",
+          items: [
+            { lineItemId: LINES[0], quantity: 3 },
+            { lineItemId: LINES[1], quantity: 1 }
+          ],
+          trackingNumber: null,
+          trackingUrl: null,
+          carrier: null
+        })
+      ])
+    order.given([twoLines]).when(fulfil(6)).thenFails({ _tag: "FulfillmentQuantityExceeded", index: 0 })
   })
 
   it("cancelling a captured order refunds first: cancelled when the money is back, unchanged if refused", () => {
