@@ -469,6 +469,11 @@ export const makeCheckouts = Effect.gen(function* () {
         // A manual capture after completion: the order's payment is captured now (a no-op once it is).
         if (intent.status === "succeeded" && state.captureMethod === "manual")
           yield* orders.recordCapture(state.orderId, intent.amountReceived, metadata)
+        // Its authorization canceled on the intent directly: the pending order is cancelled with it.
+        if (intent.status === "canceled") {
+          const voided = yield* orders.recordVoid(state.orderId, metadata)
+          if (voided.releaseHold) yield* catalog.release(state.orderId, metadata)
+        }
         // Refunds made on the payment directly reach the order (each once); one that gave all back
         // releases its stock hold with it, as the order's own refunds do.
         const refunds = yield* payments.refundsOf(paymentIntentId)
@@ -487,6 +492,12 @@ export const makeCheckouts = Effect.gen(function* () {
           Effect.catchTag("CheckoutNotOpen", () => Effect.asVoid(settleSoon(id))),
           Effect.catchTag("PaymentNotCompleted", () => Effect.void)
         )
+        return
+      }
+      // Its intent canceled directly (not through the checkout): nothing can pay it any more, so it
+      // expires now rather than hold its stock until its time runs out.
+      if (intent.status === "canceled") {
+        yield* expireNow(id, metadata)
         return
       }
       if (intent.status === "requires_action" && state.status === "open")

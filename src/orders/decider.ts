@@ -329,6 +329,11 @@ export type OrderCommand =
       readonly refundId: string
     }
   | {
+      /** The authorization was canceled on the payment directly (not through the order). */
+      readonly _tag: "RecordVoid"
+      readonly refundId: string
+    }
+  | {
       /** A refund made on the payment directly, found by payments' report of it. */
       readonly _tag: "RecordPaymentRefund"
       readonly refundId: string
@@ -730,6 +735,40 @@ export const decide = (
           succeeded
         ])
       return Effect.succeed(r.void ? [succeeded] : withCancellationIfRefunded(s, r.amount, succeeded))
+    }
+    case "RecordVoid": {
+      // Only an order still waiting on its authorization; a cancel's own void records itself.
+      if (
+        s.payment !== "authorized" ||
+        s.amountPaid > 0 ||
+        s.cancelledAt !== null ||
+        voided(s) ||
+        voidInFlight(s)
+      )
+        return Effect.succeed([])
+      const started = OrderRefundStarted.make({
+        orderId: s.orderId,
+        refundId: c.refundId,
+        key: refundKey(s.orderId, c.refundId),
+        amount: s.total,
+        reason: null,
+        items: [],
+        restock: false,
+        void: true,
+        cancels: false,
+        cancellationReason: null
+      })
+      return Effect.succeed([
+        OrderCancelled.make({ orderId: s.orderId, reason: "payment_canceled" }),
+        started,
+        OrderRefundSucceeded.make({
+          orderId: s.orderId,
+          refundId: c.refundId,
+          paymentRefundId: null,
+          amount: 0,
+          customerId: s.customerId
+        })
+      ])
     }
     case "RecordPaymentRefund": {
       const known = s.refunds.some((r) => r.id === c.refundId || r.paymentRefundId === c.paymentRefundId)

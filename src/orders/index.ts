@@ -90,6 +90,16 @@ export interface OrdersPortShape {
     refunds: ReadonlyArray<PaymentRefundSummary>,
     metadata: EventMetadata
   ) => Effect.Effect<{ readonly releaseHold: boolean }, CommandError<never>>
+  /**
+   * The order's authorization was canceled on the payment directly (`POST
+   * /v1/payment-intents/:id/cancel`): an order still waiting on it (`pending`) is cancelled
+   * (`cancellationReason: "payment_canceled"`, `paymentStatus: "voided"`); `releaseHold` then asks
+   * the caller to release its stock hold in the same transaction. Joins the caller's transaction.
+   */
+  readonly recordVoid: (
+    orderId: string,
+    metadata: EventMetadata
+  ) => Effect.Effect<{ readonly releaseHold: boolean }, CommandError<never>>
 }
 
 export class OrdersPort extends Context.Tag("orders/OrdersPort")<OrdersPort, OrdersPortShape>() {}

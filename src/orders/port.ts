@@ -45,6 +45,10 @@ export const lineItemId = (orderId: string, index: number) =>
 const captureRefundId = (orderId: string) =>
   Ids.derive("re", `${orderId}:capture-after-cancel`, Ids.timestampOf("ord", orderId) ?? 0)
 
+/** The void recorded when an order's authorization was canceled on the payment directly. */
+const voidRefundId = (orderId: string) =>
+  Ids.derive("re", `${orderId}:payment-canceled`, Ids.timestampOf("ord", orderId) ?? 0)
+
 /** The order's id for a refund made on its payment directly: recording it again finds it. */
 export const paymentRefundOrderId = (orderId: string, paymentRefundId: string) =>
   Ids.derive("re", `${orderId}:payment-refund:${paymentRefundId}`, Ids.timestampOf("ord", orderId) ?? 0)
@@ -194,12 +198,24 @@ export const makeOrdersPort = Effect.gen(function* () {
       return { releaseHold: recorded && (state.cancelledAt !== null || statusOf(state) === "refunded") }
     })
 
+  const recordVoid = (orderId: string, metadata: EventMetadata) =>
+    Effect.map(
+      runner.execute(
+        OrderDecider,
+        orderStream(orderId),
+        { _tag: "RecordVoid", refundId: voidRefundId(orderId) },
+        { metadata }
+      ),
+      (result) => ({ releaseHold: result.events.some((e) => e.type === "order.cancelled") })
+    ).pipe(Effect.catchTag("OrderNotFound", () => Effect.succeed({ releaseHold: false })))
+
   return OrdersPort.of({
     place: (input, metadata) => dieOnRefusal(place(input, metadata)),
     find,
     recordCapture: (orderId, amount, metadata) => dieOnRefusal(recordCapture(orderId, amount, metadata)),
     recordPaymentRefunds: (orderId, refunds, metadata) =>
-      dieOnRefusal(recordPaymentRefunds(orderId, refunds, metadata))
+      dieOnRefusal(recordPaymentRefunds(orderId, refunds, metadata)),
+    recordVoid: (orderId, metadata) => dieOnRefusal(recordVoid(orderId, metadata))
   })
 })
 

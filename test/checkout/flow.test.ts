@@ -118,6 +118,43 @@ layer(notificationsHttp({ processors: PROCESSORS, clock: shifted.clock }), {
   )
 
   it.effect(
+    "an intent canceled directly: its open checkout expires, a pending order is cancelled; stock comes back",
+    () =>
+      Effect.gen(function* () {
+        const token = yield* staffToken
+        const product = yield* stockedProduct(token, 5)
+        const open = yield* createCheckout(token, [{ productId: product.id, quantity: 2 }])
+        ok(200)(
+          yield* call("POST", `/v1/payment-intents/${open.paymentIntentId}/cancel`, { token, json: {} })
+        )
+        const expired = yield* checkoutWhen(token, open.id, (c) => c.status === "expired")
+        expect(expired.orderId).toBeNull()
+        expect(yield* stockOf(token, product.id)).toEqual({ stocked: 5, reserved: 0, available: 5 })
+
+        const manual = yield* createCheckout(token, [{ productId: product.id, quantity: 1 }], {
+          captureMethod: "manual"
+        })
+        const done = ok(200)(
+          yield* call("POST", `/v1/checkouts/${manual.id}/confirm`, {
+            token,
+            json: { paymentMethod: "pm_card_visa" }
+          })
+        )
+        expect(yield* stockOf(token, product.id)).toEqual({ stocked: 5, reserved: 1, available: 4 })
+        ok(200)(
+          yield* call("POST", `/v1/payment-intents/${manual.paymentIntentId}/cancel`, { token, json: {} })
+        )
+        const cancelled = yield* eventually(
+          Effect.map(call("GET", `/v1/orders/${done.orderId}`, { token }), (r) =>
+            r.status === 200 && r.body.status === "cancelled" ? r.body : undefined
+          )
+        )
+        expect(cancelled).toMatchObject({ paymentStatus: "voided", cancellationReason: "payment_canceled" })
+        expect(yield* stockOf(token, product.id)).toEqual({ stocked: 5, reserved: 0, available: 5 })
+      })
+  )
+
+  it.effect(
     "a process killed between the payment and the order: completed once the outcome is recorded",
     () =>
       Effect.gen(function* () {

@@ -281,6 +281,7 @@ type Step =
   | { readonly kind: "settle"; readonly pick: number; readonly ok: boolean }
   | { readonly kind: "capture" }
   | { readonly kind: "paymentRefund"; readonly amount: number | null }
+  | { readonly kind: "paymentVoid" }
 
 const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({
@@ -347,6 +348,8 @@ const commandOf = (s: OrderState, st: Step, n: number): OrderCommand => {
     }
     case "capture":
       return { _tag: "CapturePayment", amountCaptured: s.total, refundId: `re_capture_${n}` }
+    case "paymentVoid":
+      return { _tag: "RecordVoid", refundId: `re_void_${n}` }
     case "paymentRefund":
       // Made on the payment directly: never more than it holds (payments refuses the rest).
       return {
