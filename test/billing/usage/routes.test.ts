@@ -232,6 +232,7 @@ layer(IdentityHttp, OPTIONS)("usage over HTTP", (it) => {
           [{ ...base, value: Number.parseFloat("12345678901234.567") }, "parameter_invalid", "value"],
           [{ ...base, value: 2 ** 32 + 0.5 }, "parameter_invalid", "value"],
           [{ ...base, identifier: "x".repeat(256) }, "parameter_invalid", "identifier"],
+          [{ ...base, identifier: "😀".repeat(256) }, "parameter_invalid", "identifier"],
           [{ ...base, identifier: "" }, "parameter_invalid", "identifier"],
           [{ subscriptionId: sub.id, meter }, "parameter_missing", "identifier"],
           [{ ...base, meter: undefined }, "parameter_missing", "meter"],
@@ -266,6 +267,10 @@ layer(IdentityHttp, OPTIONS)("usage over HTTP", (it) => {
         const early = yield* postUsage(token, { ...base, timestamp: new Date(now - 11 * DAY).toISOString() })
         expectError(early, 400, "timestamp_out_of_range", "timestamp")
         expect(yield* writtenFor(meter)).toEqual({ records: 0, hourly: 0 })
+        // 255 characters are counted as a reader counts them: 255 emoji (510 UTF-16 units) are taken.
+        const emoji = yield* postUsage(token, { ...base, identifier: "😀".repeat(255) })
+        expect(emoji.status, emoji.text).toBe(201)
+        expect(emoji.body.identifier).toBe("😀".repeat(255))
       })
     )
 
