@@ -19,8 +19,14 @@ import { now, nowMillis } from "../kernel/Time.js"
 import { type AcquiredLease, LeaseLost, lostError, resolveOwner, withLease } from "./Lease.js"
 import { causeMessage, type Processor } from "./Supervisor.js"
 
-/** Between runs of a batch that lost a race on a stream: a few milliseconds, jittered. */
-const CONFLICT_BACKOFF = Schedule.jittered(Schedule.exponential(Duration.millis(5)))
+/**
+ * Between runs of a batch that lost a race on a stream: a few milliseconds, jittered, growing to at
+ * most 200 ms — a hot stream (a storm of refunds on one order) can take several rounds.
+ */
+const CONFLICT_BACKOFF = Schedule.jittered(
+  Schedule.exponential(Duration.millis(5)).pipe(Schedule.either(Schedule.spaced(Duration.millis(200))))
+)
+const CONFLICT_RETRIES = 10
 
 export type SubscriptionSource = "events" | "public_events"
 
@@ -147,7 +153,7 @@ export function subscriptionProcessor<E, R>(
         // A handler's command lost a race on its stream to another writer (a request completing
         // the same checkout): nothing of the batch committed, so it runs again after a few milliseconds,
         // deciding on what the winner wrote — not a failure to restart the processor over.
-        Effect.retry({ while: isConcurrencyConflict, times: 4, schedule: CONFLICT_BACKOFF })
+        Effect.retry({ while: isConcurrencyConflict, times: CONFLICT_RETRIES, schedule: CONFLICT_BACKOFF })
       )
     }).pipe(
       Effect.tapErrorCause((cause) =>
