@@ -192,16 +192,29 @@ export const paymentStatusOf = (s: OrderState): OrderPaymentStatus => {
   return refunded >= s.amountPaid ? "refunded" : "partially_refunded"
 }
 
+/** Units of a line in refunds not yet answered: they cannot ship, but are not refunded yet either. */
+const pendingRefundUnits = (s: OrderState, lineId: string) =>
+  s.refunds.reduce(
+    (n, r) =>
+      r.status !== "pending"
+        ? n
+        : n + r.items.reduce((m, i) => (i.lineItemId === lineId ? m + i.quantity : m), 0),
+    0
+  )
+
 export const fulfillmentStatusOf = (s: OrderState): FulfillmentStatus => {
   const shipped = s.lineItems.reduce((n, l) => n + l.fulfilledQuantity, 0)
   if (shipped === 0) return "unfulfilled"
-  if (s.lineItems.some((l) => remainingOf(l) > 0)) return "partially_fulfilled"
+  // A line refund still pending may be refused: until it succeeds its units count as not shipped.
+  if (s.lineItems.some((l) => remainingOf(l) + pendingRefundUnits(s, l.id) > 0)) return "partially_fulfilled"
   return s.fulfillments.every((f) => f.status === "delivered") ? "delivered" : "fulfilled"
 }
 
 export const statusOf = (s: OrderState): OrderStatus => {
   if (s.cancelledAt !== null) return "cancelled"
-  if (paymentStatusOf(s) === "refunded") return "refunded"
+  // All paid is back: after something shipped that is `refunded`; with nothing shipped the order is
+  // cancelled (its `order.cancelled` follows in the same change).
+  if (paymentStatusOf(s) === "refunded") return anyShipped(s) ? "refunded" : "cancelled"
   if (s.payment === "authorized" && s.amountPaid === 0) return "pending"
   switch (fulfillmentStatusOf(s)) {
     case "unfulfilled":
@@ -655,6 +668,12 @@ const decideCancel = (s: OrderState, c: Extract<OrderCommand, { _tag: "Cancel" }
     return Effect.fail(new OrderNotCancellable({ status, reason: "already cancelled" }))
   // Asked again while the first cancellation's refund is under way: that one decides.
   if (cancellationPending(s)) return Effect.succeed([])
+  // Another refund is under way: whether the money comes back is not known yet, and cancelling now
+  // could leave the order cancelled with it kept. Cancel once it is answered.
+  if (amountRefundPending(s) > 0)
+    return Effect.fail(
+      new OrderNotCancellable({ status, reason: "a refund is under way: cancel once it is answered" })
+    )
   if (anyShipped(s))
     return Effect.fail(new OrderNotCancellable({ status, reason: "part of it shipped: refund it instead" }))
   if (status === "refunded")
@@ -692,9 +711,10 @@ const withCancellationIfRefunded = (
   refunded: OrderEvent
 ): ReadonlyArray<OrderEvent> => {
   const refundedInFull = s.amountPaid > 0 && amountRefunded(s) + amount >= s.amountPaid && !anyShipped(s)
-  // The cancellation first: no reader sees the order `refunded` (a shipped order's state) on its way.
+  // The money first, then the cancellation: `order.cancelled` carries the order as it ends (refunded),
+  // and in between the order already reads `cancelled` (statusOf), never `refunded`.
   return refundedInFull && s.cancelledAt === null
-    ? [OrderCancelled.make({ orderId: s.orderId, reason: "refunded" }), refunded]
+    ? [refunded, OrderCancelled.make({ orderId: s.orderId, reason: "refunded" })]
     : [refunded]
 }
 
@@ -731,20 +751,14 @@ export const decide = (
       })
       if (r.cancels && s.cancelledAt === null)
         return Effect.succeed([
-          OrderCancelled.make({ orderId: s.orderId, reason: r.cancellationReason }),
-          succeeded
+          succeeded,
+          OrderCancelled.make({ orderId: s.orderId, reason: r.cancellationReason })
         ])
       return Effect.succeed(r.void ? [succeeded] : withCancellationIfRefunded(s, r.amount, succeeded))
     }
     case "RecordVoid": {
       // Only an order still waiting on its authorization; a cancel's own void records itself.
-      if (
-        s.payment !== "authorized" ||
-        s.amountPaid > 0 ||
-        s.cancelledAt !== null ||
-        voided(s) ||
-        voidInFlight(s)
-      )
+      if (s.payment !== "authorized" || s.amountPaid > 0 || voided(s) || voidInFlight(s))
         return Effect.succeed([])
       const started = OrderRefundStarted.make({
         orderId: s.orderId,
@@ -758,8 +772,11 @@ export const decide = (
         cancels: false,
         cancellationReason: null
       })
+      // Cancelled already (its own void lost the race to this one): the void is recorded all the same.
       return Effect.succeed([
-        OrderCancelled.make({ orderId: s.orderId, reason: "payment_canceled" }),
+        ...(s.cancelledAt === null
+          ? [OrderCancelled.make({ orderId: s.orderId, reason: "payment_canceled" })]
+          : []),
         started,
         OrderRefundSucceeded.make({
           orderId: s.orderId,
@@ -848,7 +865,8 @@ export const orderPublicEvents =
           ? [publish("order.created")]
           : [publish("order.created"), publish("order.confirmed")]
       case "order.payment_captured":
-        return [updated, publish("order.confirmed")]
+        // Captured after its cancellation (the money goes back): nothing to confirm.
+        return s.cancelledAt === null ? [updated, publish("order.confirmed")] : [updated]
       case "order.fulfillment_created": {
         const d = e.data
         const kind =
@@ -866,29 +884,25 @@ export const orderPublicEvents =
         return [updated, publish("order.delivered", { fulfillmentId: e.data.fulfillmentId })]
       case "order.cancelled":
         return [publish("order.cancelled"), updated]
-      case "order.refund_started": {
-        // Refunding the units that had not shipped completes a partly shipped order: nothing is left
-        // to ship, so it is fulfilled as if the last parcel had gone.
-        const before: OrderState = {
-          ...s,
-          lineItems: addQuantities(
-            s.lineItems,
-            e.data.items.map((i) => ({ lineItemId: i.lineItemId, quantity: -i.quantity })),
-            "refundedQuantity"
-          )
-        }
-        const completed =
-          fulfillmentStatusOf(before) === "partially_fulfilled" &&
-          fulfillmentStatusOf(s) !== "partially_fulfilled"
-        return completed ? [publish("order.fulfilled"), updated] : [updated]
-      }
+      case "order.refund_started":
       case "order.refund_failed":
         return [updated]
       case "order.refund_succeeded":
       case "order.payment_refunded": {
         const refund = s.refunds.find((r) => r.id === e.data.refundId)
         if (refund === undefined || refund.void) return [updated]
-        return [updated, publish("order.refunded", { refundId: refund.id, refundedAmount: refund.amount })]
+        // Refunding the units left to ship completed a partly shipped order: it is fulfilled as if
+        // the last parcel had gone (once the refund succeeded: a refused one changes nothing).
+        const before: OrderState = {
+          ...s,
+          refunds: s.refunds.map((r) => (r.id === refund.id ? { ...r, status: "pending" } : r))
+        }
+        const completed =
+          refund.items.length > 0 &&
+          fulfillmentStatusOf(before) === "partially_fulfilled" &&
+          fulfillmentStatusOf(s) !== "partially_fulfilled"
+        const refunded = publish("order.refunded", { refundId: refund.id, refundedAmount: refund.amount })
+        return completed ? [publish("order.fulfilled"), updated, refunded] : [updated, refunded]
       }
     }
   }

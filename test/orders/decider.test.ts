@@ -129,6 +129,99 @@ describe("order decider: examples", () => {
       .thenFails({ _tag: "RefundAmountTooLarge", field: "amount" })
   })
 
+  it("found by a re-probe: cancel waits for a refund in flight; a void lost to the intent's cancel is recorded", () => {
+    const pendingRefund = OrderRefundStarted.make({
+      orderId: ORDER,
+      refundId: "re_r",
+      key: `${ORDER}:refund:re_r`,
+      amount: 5000,
+      reason: null,
+      items: [],
+      restock: false,
+      void: false,
+      cancels: false,
+      cancellationReason: null
+    })
+    order
+      .given([placed("captured"), pendingRefund])
+      .when({ _tag: "Cancel", reason: null, refundId: "re_c" })
+      .thenFails("OrderNotCancellable")
+    // A pending order cancelled while its intent was canceled directly: the order's own void failed.
+    const voidStarted = OrderRefundStarted.make({
+      ...pendingRefund.data,
+      refundId: "re_v",
+      key: `${ORDER}:refund:re_v`,
+      void: true
+    })
+    const lost = [
+      placed("authorized"),
+      OrderCancelled.make({ orderId: ORDER, reason: null }),
+      voidStarted,
+      OrderRefundFailed.make({ orderId: ORDER, refundId: "re_v", failureReason: "UnexpectedState" })
+    ]
+    const recorded = Effect.runSync(
+      OrderDecider.decide(
+        { _tag: "RecordVoid", refundId: "re_pv" },
+        lost.reduce(OrderDecider.evolve, initialOrderState)
+      )
+    )
+    expect(recorded.map((e) => e.type)).toEqual(["order.refund_started", "order.refund_succeeded"])
+    const after = [...lost, ...recorded].reduce(OrderDecider.evolve, initialOrderState)
+    expect({ status: statusOf(after), payment: paymentStatusOf(after) }).toEqual({
+      status: "cancelled",
+      payment: "voided"
+    })
+  })
+
+  it("publishes order.fulfilled once a line refund completing the order succeeds, never while pending", () => {
+    const shipB = FulfillmentCreated.make({
+      orderId: ORDER,
+      fulfillmentId: "ful_b",
+      items: [{ lineItemId: LINES[1], quantity: 2 }],
+      trackingNumber: null,
+      trackingUrl: null,
+      carrier: null
+    })
+    const lineRefund = OrderRefundStarted.make({
+      orderId: ORDER,
+      refundId: "re_l",
+      key: `${ORDER}:refund:re_l`,
+      amount: 3000,
+      reason: null,
+      items: [{ lineItemId: LINES[0], quantity: 3 }],
+      restock: true,
+      void: false,
+      cancels: false,
+      cancellationReason: null
+    })
+    const publicTypes = (history: ReadonlyArray<OrderEvent>, last: OrderEvent) => {
+      const state = [...history, last].reduce(OrderDecider.evolve, initialOrderState)
+      const recorded = {
+        ...last,
+        streamId: `order-${ORDER}`,
+        streamVersion: history.length + 1,
+        eventId: "evt",
+        schemaVersion: 1,
+        metadata: { actor: { type: "system" as const, id: "test" } },
+        recordedAt: new Date(0)
+      }
+      return (OrderDecider.publicEvents?.(recorded, state) ?? []).map((p) => p.type)
+    }
+    const pending = [placed("captured"), shipB, lineRefund]
+    expect(fulfillmentStatusOf(pending.reduce(OrderDecider.evolve, initialOrderState))).toBe(
+      "partially_fulfilled"
+    )
+    expect(publicTypes([placed("captured"), shipB], lineRefund)).not.toContain("order.fulfilled")
+    const succeeded = OrderRefundSucceeded.make({
+      orderId: ORDER,
+      refundId: "re_l",
+      paymentRefundId: "re_p",
+      amount: 3000,
+      customerId: null
+    })
+    expect(publicTypes(pending, succeeded)).toContain("order.fulfilled")
+  })
+
   it("a product on two lines: its units fill them in order when named by productId", () => {
     const twoLines = OrderPlaced.make({
       ...placed("captured").data,
@@ -198,14 +291,14 @@ describe("order decider: examples", () => {
       .given([placed("captured"), started])
       .when({ _tag: "CompleteRefund", refundId: "re_c", paymentRefundId: "re_pay" })
       .thenEvents([
-        OrderCancelled.make({ orderId: ORDER, reason: "changed mind" }),
         OrderRefundSucceeded.make({
           orderId: ORDER,
           refundId: "re_c",
           paymentRefundId: "re_pay",
           amount: 5000,
           customerId: null
-        })
+        }),
+        OrderCancelled.make({ orderId: ORDER, reason: "changed mind" })
       ])
     const refused = [
       placed("captured"),
@@ -253,7 +346,7 @@ describe("order decider: examples", () => {
     order
       .given([placed("captured"), refunded(1000)])
       .when(external(4000, 2))
-      .thenEvents([OrderCancelled.make({ orderId: ORDER, reason: "refunded" }), refunded(4000, 2)])
+      .thenEvents([refunded(4000, 2), OrderCancelled.make({ orderId: ORDER, reason: "refunded" })])
     const state = [placed("captured"), refunded(1000)].reduce(OrderDecider.evolve, initialOrderState)
     expect(paymentStatusOf(state)).toBe("partially_refunded")
     expect(statusOf(state)).toBe("confirmed")

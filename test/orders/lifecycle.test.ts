@@ -261,10 +261,10 @@ layer(IdentityHttp, OPTIONS)("the order lifecycle over HTTP", (it) => {
           "order.confirmed",
           // The refund started (pending); once it succeeded, the order is cancelled.
           "order.updated",
+          "order.updated",
+          "order.refunded",
           "order.cancelled",
-          "order.updated",
-          "order.updated",
-          "order.refunded"
+          "order.updated"
         ])
         expectError(yield* post(token, `/v1/orders/${order.id}/cancel`), 409, "order_not_cancellable")
       })

@@ -104,16 +104,23 @@ layer(
     })
   )
 
-  it.effect("a full refund of an unshipped order: cancelled first, never shown refunded on the way", () =>
-    Effect.gen(function* () {
-      const token = yield* staffToken
-      const { order } = yield* checkoutOrder(token)
-      ok(200)(yield* call("POST", `/v1/orders/${order.id}/refund`, { token, json: {} }))
-      const events = (yield* publicEventsOf(order.id)).filter((e) => e.data.updatedAt !== order.updatedAt)
-      const types = events.map((e) => e.type)
-      expect(types.indexOf("order.cancelled")).toBeLessThan(types.indexOf("order.refunded"))
-      expect(events.filter((e) => e.data.status === "refunded")).toEqual([])
-    })
+  it.effect(
+    "a full refund (or cancel) of an unshipped order: never shown refunded, nor cancelled unpaid",
+    () =>
+      Effect.gen(function* () {
+        const token = yield* staffToken
+        for (const route of ["refund", "cancel"]) {
+          const { order } = yield* checkoutOrder(token)
+          ok(200)(yield* call("POST", `/v1/orders/${order.id}/${route}`, { token, json: {} }))
+          const events = (yield* publicEventsOf(order.id)).filter((e) => e.data.updatedAt !== order.updatedAt)
+          expect(events.filter((e) => e.data.status === "refunded")).toEqual([])
+          // Cancelled is only ever published with the money back.
+          for (const e of events.filter((x) => x.data.status === "cancelled"))
+            expect(e.data).toMatchObject({ paymentStatus: "refunded", amountRefunded: 3998 })
+          const cancelled = events.find((e) => e.type === "order.cancelled")
+          expect(cancelled?.data).toMatchObject({ status: "cancelled", paymentStatus: "refunded" })
+        }
+      })
   )
 
   it.effect("cancelled while its capture was landing: the capture is recorded and all of it given back", () =>
