@@ -272,30 +272,12 @@ const checkQuery = (request: HttpServerRequest.HttpServerRequest) => {
   const query = request.url.indexOf("?")
   if (query === -1 || !/%00/i.test(request.url.slice(query)))
     return Option.none<HttpServerResponse.HttpServerResponse>()
-  let param: string | undefined
-  try {
-    for (const [name, value] of new URLSearchParams(request.url.slice(query + 1))) {
-      if (name.includes("\u0000")) break
-      if (value.includes("\u0000")) {
-        param = name
-        break
-      }
-    }
-  } catch {
-    // A query URLSearchParams cannot read: refused without a param.
+  for (const [name, value] of new URLSearchParams(request.url.slice(query + 1))) {
+    if (name.includes("\u0000")) break
+    if (value.includes("\u0000"))
+      return Option.some(badTextRefused({ path: [name], inKey: false, problem: "nul" }))
   }
-  return Option.some(
-    param === undefined
-      ? nulRefused
-      : jsonResponse(
-          400,
-          errorBody("invalid_request_error", {
-            code: "parameter_invalid",
-            message: `${param}: ${NUL_MESSAGE}`,
-            param
-          })
-        )
-  )
+  return Option.some(nulRefused)
 }
 
 interface DecodeIssue {

@@ -226,6 +226,12 @@ export const statusOf = (s: OrderState): OrderStatus => {
   }
 }
 
+/** Cancelled, or refunded in full: nothing more will ship, so no stock stays held for it. */
+export const shipsNothingMore = (s: OrderState) => {
+  const status = statusOf(s)
+  return status === "cancelled" || status === "refunded"
+}
+
 // --- Domain errors ----------------------------------------------------------------------------------
 
 export class OrderNotFound extends Data.TaggedError("OrderNotFound")<{ readonly orderId: string }> {}

@@ -27,7 +27,7 @@ import {
   type OrderState,
   orderStream,
   type PlaceData,
-  statusOf
+  shipsNothingMore
 } from "./decider.js"
 import { OrdersPort, type PlaceOrderInput } from "./index.js"
 import { OrderDecider, orderObject } from "./objects.js"
@@ -194,8 +194,7 @@ export const makeOrdersPort = Effect.gen(function* () {
         state = result.state
         recorded ||= result.events.length > 0
       }
-      // Nothing more can ship once cancelled or refunded in full: what it holds goes back.
-      return { releaseHold: recorded && (state.cancelledAt !== null || statusOf(state) === "refunded") }
+      return { releaseHold: recorded && shipsNothingMore(state) }
     })
 
   const recordVoid = (orderId: string, metadata: EventMetadata) =>
@@ -206,7 +205,7 @@ export const makeOrdersPort = Effect.gen(function* () {
         { _tag: "RecordVoid", refundId: voidRefundId(orderId) },
         { metadata }
       ),
-      (result) => ({ releaseHold: result.events.some((e) => e.type === "order.cancelled") })
+      (result) => ({ releaseHold: result.events.length > 0 && shipsNothingMore(result.state) })
     ).pipe(Effect.catchTag("OrderNotFound", () => Effect.succeed({ releaseHold: false })))
 
   return OrdersPort.of({

@@ -23,7 +23,13 @@ import * as Time from "../kernel/Time.js"
 import { PaymentsPort } from "../payments/index.js"
 import { type DueItem, DueOutcome, DueWork, dueWorker } from "../processors/DueWork.js"
 import type { Processor } from "../processors/Supervisor.js"
-import { type OrderCommand, type OrderState, orderStream, type RefundState, statusOf } from "./decider.js"
+import {
+  type OrderCommand,
+  type OrderState,
+  orderStream,
+  type RefundState,
+  shipsNothingMore
+} from "./decider.js"
 import type { LineQuantity, OrderEvent } from "./events.js"
 import { OrderDecider } from "./objects.js"
 import { dieOnRefusal } from "./port.js"
@@ -68,8 +74,7 @@ export const moveRefundedStock = (
       )
       if (refund.restock) yield* catalog.restock(orderId, { key: `${refund.id}:back`, lines }, metadata)
     }
-    if (result.state.cancelledAt !== null || statusOf(result.state) === "refunded")
-      yield* catalog.release(orderId, metadata)
+    if (shipsNothingMore(result.state)) yield* catalog.release(orderId, metadata)
   })
 
 /**

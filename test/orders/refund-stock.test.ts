@@ -13,28 +13,21 @@ import { layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { expect } from "vitest"
 import { CheckoutPort } from "../../src/checkout/index.js"
-import { makeAppConfig } from "../../src/config.js"
 import { CommandRunner } from "../../src/kernel/CommandRunner.js"
 import { refundRecovery } from "../../src/orders/refunds.js"
 import { processorCallRecovery } from "../../src/payments/recovery.js"
 import { checkoutOrder, type Json, stockOf } from "../support/checkout.js"
 import { getCustomer, registeredShopper } from "../support/customers.js"
 import { call, expectError } from "../support/identity.js"
-import { eventually, notificationsHttp } from "../support/notifications.js"
-import { publicEventsOf, TEST_METADATA } from "../support/orders.js"
+import { eventually } from "../support/notifications.js"
+import { fastRecoveryHttp, getOrder, publicEventsOf, TEST_METADATA } from "../support/orders.js"
 import { ok, staffToken } from "../support/payments.js"
 
-const getOrder = (token: string, id: string) =>
-  Effect.map(call("GET", `/v1/orders/${id}`, { token }), ok(200))
-
 // No checkout-completion flow here: the capture's record is driven by hand, after the cancel.
-layer(
-  notificationsHttp({
-    processors: [refundRecovery(), processorCallRecovery()],
-    overrides: { payments: { ...makeAppConfig().payments, recoveryAfterSeconds: 1 } }
-  }),
-  { excludeTestServices: true, timeout: 180_000 }
-)("what refunds move", (it) => {
+layer(fastRecoveryHttp([refundRecovery(), processorCallRecovery()]), {
+  excludeTestServices: true,
+  timeout: 180_000
+})("what refunds move", (it) => {
   it.effect(
     "a line refund the processor refuses moves no stock: nothing is sold twice, the order ships",
     () =>

@@ -7,6 +7,7 @@
 import { NodeHttpServer } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
+import { expect } from "vitest"
 import { CatalogPort } from "../../src/catalog/index.js"
 import { makeAppConfig } from "../../src/config.js"
 import type { EventMetadata } from "../../src/eventstore/EventStore.js"
@@ -15,12 +16,15 @@ import * as Ids from "../../src/kernel/Ids.js"
 import { OrdersPort, type PlaceOrderInput } from "../../src/orders/index.js"
 import { refundRecovery } from "../../src/orders/refunds.js"
 import { processorCallRecovery } from "../../src/payments/recovery.js"
-import { processorsLayer } from "../../src/processors/Supervisor.js"
+import { type Processor, processorsLayer } from "../../src/processors/Supervisor.js"
 import { projections } from "../../src/registry.js"
 import { HttpAppLive } from "../../src/server.js"
+import type { ProcessorServices } from "../../src/services.js"
 import { servicesLayer } from "../../src/services.js"
+import type { Json } from "./checkout.js"
 import { testConfig } from "./database.js"
 import { call, uniqueEmail } from "./identity.js"
+import { notificationsHttp } from "./notifications.js"
 
 export const TEST_METADATA: EventMetadata = { actor: { type: "system", id: "test" } }
 
@@ -172,3 +176,20 @@ export const RecoveryHttp = Layer.mergeAll(HttpAppLive, processorsLayer(RECOVERY
     )
   )
 )
+
+/** `GET /v1/orders/:id` as `token`, asserting 200. */
+export const getOrder = (token: string, id: string) =>
+  Effect.map(call("GET", `/v1/orders/${id}`, { token }), (r) => {
+    expect(r.status, r.text).toBe(200)
+    return r.body as Json
+  })
+
+/**
+ * The app with peers and `processors` running, the payments and refund safety nets due 1 s after a
+ * call (the refund flows' tests).
+ */
+export const fastRecoveryHttp = (processors: ReadonlyArray<Processor<ProcessorServices>>) =>
+  notificationsHttp({
+    processors,
+    overrides: { payments: { ...makeAppConfig().payments, recoveryAfterSeconds: 1 } }
+  })

@@ -68,16 +68,10 @@ const Value = Schema.Number.annotations({ message: () => "value must be a number
       fc.oneof(fc.integer({ min: 0, max: 1_000_000 }), fc.constantFrom(0.5, 1.25, 2.000001))
   })
 
-/** Characters as a reader counts them (code points: an emoji is one, not two UTF-16 units). */
-const characters = (text: string) => {
-  let n = 0
-  for (const _ of text) n++
-  return n
-}
-
 const Identifier = Schema.String.pipe(
   Schema.minLength(1, { message: () => "identifier must not be empty" }),
-  Schema.filter((text) => characters(text) <= MAX_IDENTIFIER, {
+  // Characters as a reader counts them (code points: an emoji is one, not two UTF-16 units).
+  Schema.filter((text) => [...text].length <= MAX_IDENTIFIER, {
     message: () => `identifier must be at most ${MAX_IDENTIFIER} characters`,
     jsonSchema: { maxLength: MAX_IDENTIFIER }
   })
