@@ -13,8 +13,9 @@
  *   2. `--rounds` interleaved rounds (default 3) of `--duration` seconds (default 10), each after a
  *      2 s warm-up, with an API key holding `write:checkouts`, `read:checkouts` and `read:orders`:
  *        - `GET /health` (autocannon, 32 connections: the floor of the HTTP stack);
- *        - full purchases, 32 at a time: `POST /v1/checkouts` (a guest email, one line of a random
- *          product: the reservation, the price snapshot and the payment intent in one transaction)
+ *        - full purchases, 32 at a time, from a worker thread (scripts/bench/purchaser.mjs, node:http
+ *          keep-alive connections: the load generator does not share the server's event loop):
+ *          `POST /v1/checkouts` (a guest email, one line of a random product: the reservation, the price snapshot and the payment intent in one transaction)
  *          then `POST /v1/checkouts/:id/confirm {paymentMethod: "pm_card_visa"}` (the charge at the
  *          test processor, captured, and the completion: the checkout completed, the hold converted,
  *          the order placed with the next display id); a purchase counts when the confirm answers
@@ -27,22 +28,22 @@
  * (the load average is printed).
  */
 import { cpus } from "node:os"
-import { performance } from "node:perf_hooks"
+import { Worker } from "node:worker_threads"
 import { NodeRuntime } from "@effect/platform-node"
+import { SqlClient } from "@effect/sql"
 import { Console, Effect, Logger, LogLevel } from "effect"
 import { Catalog } from "../../src/catalog/Catalog.js"
 import { AppConfig } from "../../src/config.js"
 import { DatabaseInfo } from "../../src/db/Database.js"
 import { CredentialVerifier } from "../../src/http/Auth.js"
+import { cpuTicks, MICROS_PER_TICK } from "./procs.js"
 import {
   appBaseUrl,
   benchApp,
   benchArguments,
   benchCredentials,
   type CannonOptions,
-  field,
   fmt,
-  jsonRequest,
   loadAverage,
   type Measurement,
   measure,
@@ -64,6 +65,14 @@ const WARM_UP_SECONDS = 2
 const CONNECTIONS = 32
 const SEED_CONCURRENCY = 16
 const STOCK = 1_000_000
+
+/** What purchaser.mjs posts back. */
+interface PurchaserReport {
+  readonly latencies: ReadonlyArray<number>
+  readonly orderIds: ReadonlyArray<string>
+  readonly failures: number
+  readonly elapsedMs: number
+}
 
 interface PurchaseRun {
   readonly perSecond: number
@@ -108,66 +117,27 @@ const program = Effect.gen(function* () {
     { concurrency: SEED_CONCURRENCY }
   ).pipe(Effect.catchAll((e) => Effect.dieMessage(`Catalog.create failed: ${JSON.stringify(e)}`)))
 
-  // One purchase: the checkout, then its confirmation; the order id when it completed.
-  let guest = 0
-  const purchase = Effect.gen(function* () {
-    const productId = productIds[Math.floor(Math.random() * productIds.length)]
-    const checkout = yield* jsonRequest(`${base}/v1/checkouts`, {
-      method: "POST",
-      token: key,
-      body: {
-        email: `guest.${++guest}@example.com`,
-        lineItems: [{ productId, quantity: 1 + (guest % 3) }]
-      }
-    })
-    const checkoutId = field(checkout.body, "id")
-    if (checkout.status !== 201 || typeof checkoutId !== "string") return undefined
-    const confirmed = yield* jsonRequest(`${base}/v1/checkouts/${checkoutId}/confirm`, {
-      method: "POST",
-      token: key,
-      body: { paymentMethod: "pm_card_visa" }
-    })
-    const orderId = field(confirmed.body, "orderId")
-    return confirmed.status === 200 &&
-      field(confirmed.body, "status") === "complete" &&
-      typeof orderId === "string"
-      ? orderId
-      : undefined
-  })
-
-  // `seconds` of purchases, `CONNECTIONS` at a time (each worker buys, then buys again).
+  // `seconds` of purchases, `CONNECTIONS` at a time, driven from a worker thread (purchaser.mjs).
+  let round = 0
   const purchases = (seconds: number) =>
-    Effect.gen(function* () {
-      const deadline = performance.now() + seconds * 1000
-      const latencies: Array<number> = []
-      const orderIds: Array<string> = []
-      let failures = 0
-      const started = performance.now()
-      yield* Effect.forEach(
-        Array.from({ length: CONNECTIONS }, (_, i) => i),
-        () =>
-          Effect.gen(function* () {
-            while (performance.now() < deadline) {
-              const t0 = performance.now()
-              const orderId = yield* purchase
-              if (orderId === undefined) failures++
-              else {
-                latencies.push(performance.now() - t0)
-                orderIds.push(orderId)
-              }
-            }
-          }),
-        { concurrency: CONNECTIONS, discard: true }
-      )
-      const elapsed = (performance.now() - started) / 1000
-      const sorted = Float64Array.from(latencies).sort()
-      return {
-        perSecond: latencies.length / elapsed,
-        p50Ms: quantile(sorted, 0.5),
-        p99Ms: quantile(sorted, 0.99),
-        failures,
-        orderIds
-      } satisfies PurchaseRun
+    Effect.async<PurchaseRun, Error>((resume) => {
+      const worker = new Worker(new URL("./purchaser.mjs", import.meta.url), {
+        workerData: { base, key, productIds, seconds, connections: CONNECTIONS, guestPrefix: ++round }
+      })
+      worker.once("message", (message: PurchaserReport) => {
+        const sorted = Float64Array.from(message.latencies).sort()
+        resume(
+          Effect.succeed({
+            perSecond: message.latencies.length / (message.elapsedMs / 1000),
+            p50Ms: quantile(sorted, 0.5),
+            p99Ms: quantile(sorted, 0.99),
+            failures: message.failures,
+            orderIds: message.orderIds
+          })
+        )
+      })
+      worker.once("error", (error) => resume(Effect.fail(error)))
+      return Effect.promise(() => worker.terminate())
     })
 
   // 2. Interleaved rounds.
@@ -176,6 +146,19 @@ const program = Effect.gen(function* () {
   const purchaseRuns: Array<PurchaseRun> = []
   const orderReads: Array<Measurement> = []
   const placed: Array<string> = []
+  // CPU over the measured purchases: this process (the app and the load's worker thread) and the
+  // database's backends serving it (from /proc; embedded PGlite runs in this process).
+  const nodeMsPerPurchase: Array<number> = []
+  const pgMsPerPurchase: Array<number> = []
+  const sql = yield* SqlClient.SqlClient
+  const backendTicks =
+    info.kind === "postgres"
+      ? Effect.map(
+          sql<{ readonly pid: number }>`SELECT pid FROM pg_stat_activity
+            WHERE datname = current_database() AND pid <> pg_backend_pid()`,
+          (rows) => new Map(rows.map((r) => [r.pid, cpuTicks(r.pid)] as const))
+        )
+      : Effect.succeed(new Map<number, number>())
   for (let round = 1; round <= ROUNDS; round++) {
     yield* Console.log(
       `… round ${round}/${ROUNDS}: GET /health, ${CONNECTIONS} connections, load ${loadAverage()}`
@@ -190,7 +173,14 @@ const program = Effect.gen(function* () {
       `… round ${round}/${ROUNDS}: purchases, ${CONNECTIONS} at a time, load ${loadAverage()}`
     )
     placed.push(...(yield* purchases(WARM_UP_SECONDS)).orderIds)
+    const before = { node: cpuTicks(process.pid), pg: yield* backendTicks }
     const run = yield* purchases(SECONDS)
+    const after = { node: cpuTicks(process.pid), pg: yield* backendTicks }
+    let pgTicks = 0
+    for (const [pid, t] of after.pg) pgTicks += t - (before.pg.get(pid) ?? 0)
+    const bought = run.orderIds.length
+    nodeMsPerPurchase.push(((after.node - before.node) * MICROS_PER_TICK) / 1000 / bought)
+    pgMsPerPurchase.push((pgTicks * MICROS_PER_TICK) / 1000 / bought)
     purchaseRuns.push(run)
     placed.push(...run.orderIds)
     yield* Console.log(`… round ${round}/${ROUNDS}: GET /v1/orders/:id, ${CONNECTIONS} connections`)
@@ -225,7 +215,9 @@ const program = Effect.gen(function* () {
       ms(median(purchaseRuns.map((r) => r.p50Ms))),
       ms(median(purchaseRuns.map((r) => r.p99Ms))),
       "",
-      `${CONNECTIONS} at a time; target ≥ 150/s, p99 ≤ 250 ms${failed > 0 ? `; ${fmt(failed)} not completed` : ""}`
+      `${CONNECTIONS} at a time; target ≥ 150/s, p99 ≤ 250 ms${failed > 0 ? `; ${fmt(failed)} not completed` : ""}; ` +
+        `CPU per purchase: ${median(nodeMsPerPurchase).toFixed(1)} ms this process (app and load), ` +
+        (info.kind === "postgres" ? `${median(pgMsPerPurchase).toFixed(1)} ms PostgreSQL` : "PGlite in it")
     ],
     [
       "GET /v1/orders/:id",
