@@ -161,6 +161,21 @@ export interface EventStoreShape {
     options?: { readonly fromVersion?: number }
   ) => Effect.Effect<ReadonlyArray<StoredEvent>, StreamNotFound | SqlError>
   /**
+   * A stream's snapshot of state version `stateVersion` (event_store.snapshots) and the events after
+   * it — or, without such a snapshot, all of them — in one query. A stream that does not exist
+   * reads as no snapshot and no events.
+   */
+  readonly readStreamAfterSnapshot: (
+    streamId: string,
+    stateVersion: number
+  ) => Effect.Effect<
+    {
+      readonly snapshot: Option.Option<{ readonly version: number; readonly state: unknown }>
+      readonly events: ReadonlyArray<StoredEvent>
+    },
+    SqlError
+  >
+  /**
    * Reads several streams in one query, each from its own `fromVersion` on (default 0). Streams that
    * do not exist are absent from the map (no StreamNotFound); an existing stream with nothing after
    * its `fromVersion` maps to `[]`. Keys follow input order; a stream asked for twice is read from the
@@ -741,18 +756,46 @@ export const makeEventStore = Effect.gen(function* () {
     readStream: (streamId, options) =>
       Effect.gen(function* () {
         const from = options?.fromVersion ?? 0
-        const [batch] = yield* sql<{ events: string | null }>`
-          SELECT ${streamBatch} AS events FROM event_store.events
-           WHERE stream_id = ${streamId} AND stream_version > ${from}`
+        // Whether the stream exists rides along (one round trip): an empty answer is a stream with
+        // nothing after `from`, or none at all (a new aggregate's first command reads one).
+        const [batch] = yield* sql<{ events: string | null; found: boolean }>`
+          SELECT (SELECT ${streamBatch} FROM event_store.events
+                   WHERE stream_id = ${streamId} AND stream_version > ${from}) AS events,
+                 EXISTS (SELECT 1 FROM event_store.streams WHERE stream_id = ${streamId}) AS found`
         const events = parseBatch(batch?.events)
         if (events.length === 0) {
-          const exists = yield* sql`SELECT 1 FROM event_store.streams WHERE stream_id = ${streamId}`
-          if (exists.length === 0) return yield* new StreamNotFound({ streamId })
+          if (batch?.found !== true) return yield* new StreamNotFound({ streamId })
           return []
         }
         return yield* decrypt(events, batch?.events)
       }).pipe(
         Effect.withSpan("EventStore.readStream", {
+          attributes: { "stream.id": streamId },
+          captureStackTrace: false
+        })
+      ),
+
+    readStreamAfterSnapshot: (streamId, stateVersion) =>
+      Effect.gen(function* () {
+        const [row] = yield* sql<{
+          events: string | null
+          snapshotVersion: number | null
+          snapshotState: unknown
+        }>`
+          WITH s AS (SELECT version, state FROM event_store.snapshots
+                      WHERE stream_id = ${streamId} AND state_version = ${stateVersion})
+          SELECT (SELECT version FROM s) AS "snapshotVersion", (SELECT state FROM s) AS "snapshotState",
+                 (SELECT ${streamBatch} FROM event_store.events
+                   WHERE stream_id = ${streamId}
+                     AND stream_version > coalesce((SELECT version FROM s), 0)) AS events`
+        const events = yield* decrypt(parseBatch(row?.events), row?.events)
+        const snapshot =
+          row === undefined || row.snapshotVersion === null
+            ? Option.none()
+            : Option.some({ version: row.snapshotVersion, state: row.snapshotState })
+        return { snapshot, events }
+      }).pipe(
+        Effect.withSpan("EventStore.readStreamAfterSnapshot", {
           attributes: { "stream.id": streamId },
           captureStackTrace: false
         })

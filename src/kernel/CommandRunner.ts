@@ -158,12 +158,6 @@ const conflictStream = (error: unknown): string | undefined =>
 export const publicEventId = (sourceEventId: string, index: number): string =>
   fromUuid("evt", derivedUuid(sourceEventId.replace(/-/g, "").slice(0, 12), `${sourceEventId}:${index}`))
 
-interface SnapshotRow {
-  readonly version: number
-  readonly stateVersion: number
-  readonly state: unknown
-}
-
 export const makeCommandRunner = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const store = yield* EventStore
@@ -215,30 +209,39 @@ export const makeCommandRunner = Effect.gen(function* () {
       return Effect.succeed(own)
     })
 
-  const loadSnapshot = <S>(
+  /**
+   * The snapshot (of the decider's state version) and the events after it, in one statement. A
+   * snapshot that does not decode is only a cache miss: the events before it are read too.
+   */
+  const loadFromSnapshot = <S>(
     streamId: string,
+    initialState: S,
     policy: NonNullable<Decider<unknown, DomainEvent, S, unknown>["snapshot"]>
   ) =>
     Effect.gen(function* () {
-      const rows = yield* sql<SnapshotRow>`SELECT version, state_version AS "stateVersion", state
-        FROM event_store.snapshots WHERE stream_id = ${streamId}`
-      const row = rows[0]
-      if (!row || row.stateVersion !== policy.version) return Option.none<LoadedAggregate<S>>()
-      // An undecodable snapshot is only a cache miss: fold from the start instead.
-      return Option.map(policy.decode(row.state), (state) => ({ state, version: row.version }))
+      const read = yield* store.readStreamAfterSnapshot(streamId, policy.version)
+      const base = Option.flatMap(read.snapshot, (s) =>
+        Option.map(policy.decode(s.state), (state): LoadedAggregate<S> => ({ state, version: s.version }))
+      )
+      if (Option.isSome(base)) return { base: base.value, stored: read.events }
+      const stored = Option.isNone(read.snapshot)
+        ? read.events
+        : yield* store
+            .readStream(streamId)
+            .pipe(Effect.catchTag("StreamNotFound", () => Effect.succeed([] as ReadonlyArray<StoredEvent>)))
+      return { base: { state: initialState, version: 0 }, stored }
     })
 
   const load = <C, E extends DomainEvent, S, Err>(decider: Decider<C, E, S, Err>, streamId: string) =>
     Effect.gen(function* () {
-      const base: LoadedAggregate<S> = decider.snapshot
-        ? Option.getOrElse(yield* loadSnapshot(streamId, decider.snapshot), () => ({
-            state: decider.initialState,
-            version: 0
-          }))
-        : { state: decider.initialState, version: 0 }
-      const stored = yield* store
-        .readStream(streamId, { fromVersion: base.version })
-        .pipe(Effect.catchTag("StreamNotFound", () => Effect.succeed([] as ReadonlyArray<StoredEvent>)))
+      const { base, stored } = decider.snapshot
+        ? yield* loadFromSnapshot(streamId, decider.initialState, decider.snapshot)
+        : {
+            base: { state: decider.initialState, version: 0 },
+            stored: yield* store
+              .readStream(streamId)
+              .pipe(Effect.catchTag("StreamNotFound", () => Effect.succeed([] as ReadonlyArray<StoredEvent>)))
+          }
       const events = yield* decodeAll(decider, stored)
       const last = stored[stored.length - 1]
       return {
