@@ -18,7 +18,7 @@ import {
   type ReservationLine,
   ReservationLineInvalid
 } from "./index.js"
-import { holdsOf, lockProducts, productView, selectProduct } from "./queries.js"
+import { lockedHoldsOf, lockProducts, productView, selectProduct } from "./queries.js"
 
 /** Lines summed per product, in product-id order, each with the index of its first line. */
 interface SummedLine extends ReservationLine {
@@ -87,14 +87,16 @@ export const makeCatalogPort = Effect.gen(function* () {
   const each = (
     lines: ReadonlyArray<{ readonly productId: string; readonly line?: number }>,
     command: (productId: string) => ProductCommand,
-    metadata: EventMetadata
+    metadata: EventMetadata,
+    options: { readonly locked?: boolean } = {}
   ) =>
     Effect.gen(function* () {
       const valid = lines.filter((l) => Ids.isValid("prod", l.productId))
-      yield* lockProducts(
-        sql,
-        valid.map((l) => l.productId)
-      )
+      if (options.locked !== true)
+        yield* lockProducts(
+          sql,
+          valid.map((l) => l.productId)
+        )
       for (const [index, l] of valid.entries()) {
         yield* run(l.productId, command(l.productId), metadata).pipe(
           // Nothing to give back or ship of a product that does not exist.
@@ -164,8 +166,8 @@ export const makeCatalogPort = Effect.gen(function* () {
   const release = (ownerId: string, metadata: EventMetadata) =>
     runner
       .transact(
-        Effect.flatMap(holdsOf(sql, ownerId), (holds) =>
-          each(holds, () => ({ _tag: "Release", ownerId }), metadata)
+        Effect.flatMap(lockedHoldsOf(sql, ownerId), (holds) =>
+          each(holds, () => ({ _tag: "Release", ownerId }), metadata, { locked: true })
         )
       )
       .pipe(Effect.catchTag("InsufficientStock", Effect.die))
@@ -173,8 +175,10 @@ export const makeCatalogPort = Effect.gen(function* () {
   const convertToOrder = (ownerId: string, orderId: string, metadata: EventMetadata) =>
     runner
       .transact(
-        Effect.flatMap(holdsOf(sql, ownerId), (holds) =>
-          each(holds, () => ({ _tag: "Transfer", fromOwnerId: ownerId, toOwnerId: orderId }), metadata)
+        Effect.flatMap(lockedHoldsOf(sql, ownerId), (holds) =>
+          each(holds, () => ({ _tag: "Transfer", fromOwnerId: ownerId, toOwnerId: orderId }), metadata, {
+            locked: true
+          })
         )
       )
       .pipe(Effect.catchTag("InsufficientStock", Effect.die))
@@ -187,8 +191,10 @@ export const makeCatalogPort = Effect.gen(function* () {
     runner.transact(
       Effect.gen(function* () {
         if (input.lines === undefined) {
-          const holds = yield* holdsOf(sql, ownerId)
-          return yield* each(holds, () => ({ _tag: "Consume", ownerId, key: input.key }), metadata)
+          const holds = yield* lockedHoldsOf(sql, ownerId)
+          return yield* each(holds, () => ({ _tag: "Consume", ownerId, key: input.key }), metadata, {
+            locked: true
+          })
         }
         const summed = yield* sumLines(input.lines)
         const quantities = new Map(summed.map((l) => [l.productId, l.quantity]))

@@ -33,11 +33,36 @@ export const CatalogProjection = defineProjection({
             WHERE product_id = ${productId} AND version < ${version} RETURNING 1 AS ok`,
           (rows) => rows.length > 0
         )
-      const hold = (ownerId: string, productId: string, quantity: number, at: Date) =>
-        sql`INSERT INTO ${reservations} (owner_id, product_id, quantity, created_at, updated_at)
-          VALUES (${ownerId}, ${productId}, ${quantity}, ${at}, ${at})
-          ON CONFLICT (owner_id, product_id) DO UPDATE
-            SET quantity = ${reservations}.quantity + EXCLUDED.quantity, updated_at = EXCLUDED.updated_at`
+      /**
+       * `advance` and then, only when it applied, `quantity` added to the owner's hold (and, with
+       * `from`, that owner's hold of the product dropped: a transfer) — one statement.
+       */
+      const advanceAndHold = (
+        productId: string,
+        version: number,
+        set: Statement.Fragment,
+        hold: {
+          readonly ownerId: string
+          readonly quantity: number
+          readonly at: Date
+          readonly from?: string
+        }
+      ) =>
+        sql`WITH advanced AS (
+              UPDATE ${products} SET version = ${version}${set}
+               WHERE product_id = ${productId} AND version < ${version} RETURNING 1 AS ok
+            )${
+              hold.from === undefined
+                ? sql``
+                : sql`, moved AS (
+              DELETE FROM ${reservations}
+               WHERE owner_id = ${hold.from} AND product_id = ${productId} AND EXISTS (SELECT 1 FROM advanced)
+            )`
+            }
+            INSERT INTO ${reservations} (owner_id, product_id, quantity, created_at, updated_at)
+              SELECT ${hold.ownerId}, ${productId}, ${hold.quantity}, ${hold.at}, ${hold.at} FROM advanced
+            ON CONFLICT (owner_id, product_id) DO UPDATE
+              SET quantity = ${reservations}.quantity + EXCLUDED.quantity, updated_at = EXCLUDED.updated_at`
       /**
        * Takes `quantity` off a hold; the row goes when nothing is left. The DELETE comes first: after
        * the UPDATE, a hold left with no more than `quantity` (2 − 1) would match it and vanish.
@@ -99,15 +124,12 @@ export const CatalogProjection = defineProjection({
           }
           case "product.stock_reserved": {
             const d = e.data
-            if (
-              !(yield* advance(
-                d.productId,
-                e.streamVersion,
-                sql`, reserved_quantity = reserved_quantity + ${d.quantity}`
-              ))
+            yield* advanceAndHold(
+              d.productId,
+              e.streamVersion,
+              sql`, reserved_quantity = reserved_quantity + ${d.quantity}`,
+              { ownerId: d.ownerId, quantity: d.quantity, at }
             )
-              break
-            yield* hold(d.ownerId, d.productId, d.quantity, at)
             break
           }
           case "product.reservation_released": {
@@ -125,9 +147,12 @@ export const CatalogProjection = defineProjection({
           }
           case "product.reservation_transferred": {
             const d = e.data
-            if (!(yield* advance(d.productId, e.streamVersion))) break
-            yield* sql`DELETE FROM ${reservations} WHERE owner_id = ${d.fromOwnerId} AND product_id = ${d.productId}`
-            yield* hold(d.toOwnerId, d.productId, d.quantity, at)
+            yield* advanceAndHold(d.productId, e.streamVersion, sql``, {
+              ownerId: d.toOwnerId,
+              quantity: d.quantity,
+              at,
+              from: d.fromOwnerId
+            })
             break
           }
           case "product.stock_consumed": {

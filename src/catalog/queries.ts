@@ -117,10 +117,14 @@ export interface HoldRow {
   readonly quantity: number
 }
 
-/** An owner's open holds, by product id. */
-export const holdsOf = (sql: SqlClient.SqlClient, ownerId: string) =>
-  sql<HoldRow>`SELECT product_id AS "productId", quantity::float8 AS quantity FROM ${sql(RESERVATIONS)}
-    WHERE owner_id = ${ownerId} ORDER BY product_id`
+/**
+ * An owner's open holds, by product id, with their products' rows locked as `lockProducts` locks
+ * them (in id order: the rows are locked as the sorted join returns them), in one statement.
+ */
+export const lockedHoldsOf = (sql: SqlClient.SqlClient, ownerId: string) =>
+  sql<HoldRow>`SELECT r.product_id AS "productId", r.quantity::float8 AS quantity
+    FROM ${sql(RESERVATIONS)} r JOIN ${sql(PRODUCTS)} p ON p.product_id = r.product_id
+    WHERE r.owner_id = ${ownerId} ORDER BY r.product_id FOR UPDATE OF p`
 
 /**
  * Locks the products' rows, in id order, until the transaction ends. Writers of one product then
