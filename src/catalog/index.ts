@@ -18,6 +18,11 @@ export interface ReservationLine {
   readonly quantity: number
 }
 
+/** What an owner holds of a product after `reserve`, with the product as that reservation left it. */
+export interface ReservedLine extends ReservationLine {
+  readonly product: ProductView
+}
+
 /**
  * The line at `line` (index in the lines given; the first line of that product when several name
  * it) asks for more than is available, after summing that product's lines. Nothing was reserved.
@@ -58,13 +63,14 @@ export interface CatalogPortShape {
    * Holds stock for `ownerId` (a checkout id), all lines or none: quantities of one product are
    * summed first, then every product is checked before anything is held. Untracked products
    * always succeed (nothing is held); backorder products always succeed. A repeated call for the
-   * same owner holds nothing more. Answers what the owner now holds per product of the lines.
+   * same owner holds nothing more. Answers what the owner now holds per product of the lines, with
+   * each product as it now stands (under its row lock until the caller's transaction ends).
    */
   readonly reserve: (
     ownerId: string,
     lines: ReadonlyArray<ReservationLine>,
     metadata: EventMetadata
-  ) => Effect.Effect<ReadonlyArray<ReservationLine>, ReservationError | CatalogPortError>
+  ) => Effect.Effect<ReadonlyArray<ReservedLine>, ReservationError | CatalogPortError>
   /** Gives back everything `ownerId` holds (checkout expired or cancelled, order cancelled). */
   readonly release: (ownerId: string, metadata: EventMetadata) => Effect.Effect<void, CatalogPortError>
   /** Moves what checkout `ownerId` holds to order `orderId` (the hold no longer expires). */

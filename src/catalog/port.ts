@@ -16,9 +16,10 @@ import {
   InsufficientStock,
   ProductUnavailable,
   type ReservationLine,
-  ReservationLineInvalid
+  ReservationLineInvalid,
+  type ReservedLine
 } from "./index.js"
-import { lockedHoldsOf, lockProducts, productView, selectProduct } from "./queries.js"
+import { lockedHoldsOf, lockProducts, productView, selectProduct, stateView } from "./queries.js"
 
 /** Lines summed per product, in product-id order, each with the index of its first line. */
 interface SummedLine extends ReservationLine {
@@ -142,7 +143,7 @@ export const makeCatalogPort = Effect.gen(function* () {
             if (Either.isLeft(decided)) return yield* lineError(l, decided.left)
           }
         }
-        const held: Array<ReservationLine> = []
+        const held: Array<ReservedLine> = []
         for (const l of summed) {
           const result = yield* run(
             l.productId,
@@ -157,7 +158,11 @@ export const makeCatalogPort = Effect.gen(function* () {
               ProductChangeInvalid: Effect.die
             })
           )
-          held.push({ productId: l.productId, quantity: heldBy(result.state, ownerId) ?? 0 })
+          held.push({
+            productId: l.productId,
+            quantity: heldBy(result.state, ownerId) ?? 0,
+            product: stateView(result.state)
+          })
         }
         return held
       })

@@ -24,7 +24,8 @@ import {
   CatalogPort,
   type InsufficientStock,
   type ProductUnavailable,
-  type ReservationLineInvalid
+  type ReservationLineInvalid,
+  type ReservedLine
 } from "../catalog/index.js"
 import { findCustomer } from "../customers/index.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
@@ -561,13 +562,18 @@ export const makeCheckouts = Effect.gen(function* () {
       return { customerId, email: input.email ?? customer.value.email }
     })
 
-  /** Lines snapshotted from the products (read under the rows the reservation locked). */
-  const snapshot = (input: NewCheckoutInput) =>
+  /**
+   * Lines snapshotted from the products as the reservation left them (`reserved`: under the rows it
+   * locked; a product it did not answer is read).
+   */
+  const snapshot = (input: NewCheckoutInput, reserved: ReadonlyArray<ReservedLine>) =>
     Effect.gen(function* () {
+      const products = new Map(reserved.map((r) => [r.productId, r.product]))
       const lines: Array<CheckoutLine> = []
       let currency: string | undefined
       for (const [i, l] of input.lineItems.entries()) {
-        const found = yield* catalog.findProduct(l.productId)
+        const held = products.get(l.productId)
+        const found = held === undefined ? yield* catalog.findProduct(l.productId) : Option.some(held)
         if (Option.isNone(found) || found.value.status !== "active")
           return yield* Effect.fail(
             BadRequest.of({
@@ -636,10 +642,10 @@ export const makeCheckouts = Effect.gen(function* () {
       const captureMethod = input.captureMethod ?? "automatic"
       const created = yield* runner.transact(
         Effect.gen(function* () {
-          yield* catalog
+          const reserved = yield* catalog
             .reserve(checkoutId, input.lineItems, metadata)
             .pipe(Effect.catchTags(reservationErrors))
-          const priced = yield* snapshot(input)
+          const priced = yield* snapshot(input, reserved)
           const intent =
             priced.total === 0
               ? undefined
