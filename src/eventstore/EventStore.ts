@@ -8,7 +8,7 @@ import { Clock, Context, Effect, Either, Layer, Option, ParseResult, Schedule, S
 import { withSpanWhenTracing } from "../base/Span.js"
 import { UUID_PATTERN, uuidv7FromMillis } from "../base/Uuid.js"
 import { executeInTransaction, textArray, withTransactionState } from "../db/Sql.js"
-import { reportConflict } from "../db/Transaction.js"
+import { afterCommit, reportConflict } from "../db/Transaction.js"
 import { AppendSignal } from "./AppendSignal.js"
 import { AppendWatchers } from "./AppendWatchers.js"
 import type { Checkpoint } from "./Checkpoint.js"
@@ -601,6 +601,10 @@ export const makeEventStore = Effect.gen(function* () {
       if (row.outcome === "ordering_conflict")
         return yield* new StreamOrderingConflict({ streamId: input.streamId })
       if (row.outcome !== "ok") return yield* Effect.dieMessage(`append returned ${row.outcome}`)
+      // The statement checked (or created) these keys: once committed, they decrypt too.
+      if (payload === encoded.payload)
+        for (const key of keys)
+          yield* afterCommit(`keyring:${key.subject}`, keyring.keyCommitted(key.subject, key.wrapped))
       return {
         streamId: input.streamId,
         version: row.streamVersion ?? 0,

@@ -120,6 +120,13 @@ export interface KeyringShape {
   ) => { readonly envelopes: ReadonlyArray<Envelope>; readonly key: InlineKey }
   /** Drops the key this process holds for writing a subject's data (an append found it stale). */
   readonly dropCached: (subject: string) => void
+  /**
+   * A `sealInline` key that an append checked (or created) has COMMITTED as the subject's key: it
+   * now decrypts too, as if read (the same time-to-live), so reading back what was just written
+   * looks nothing up. Only after the commit: a key of a transaction that rolled back may never be
+   * the subject's.
+   */
+  readonly keyCommitted: (subject: string, wrapped: string) => Effect.Effect<void>
   /** Decrypts envelopes; a forgotten subject's envelope becomes `Shredded`. */
   readonly open: (
     envelopes: ReadonlyArray<Envelope>
@@ -235,6 +242,12 @@ export const makeKeyring = (master: MasterKey) =>
         }
       },
       dropCached: (subject) => void forWriting.delete(subject),
+      keyCommitted: (subject, wrapped) =>
+        Effect.map(Clock.currentTimeMillis, (now) => {
+          const held = forWriting.get(subject)
+          if (held !== undefined && held.wrapped.toString("base64") === wrapped)
+            remember(subject, held.dek, now)
+        }),
       open: (envelopes) =>
         Effect.gen(function* () {
           if (envelopes.length === 0) return []
