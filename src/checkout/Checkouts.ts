@@ -19,7 +19,7 @@
  *   expired checkout turns up, so a late payment is always given back.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Data, Duration, Effect, Layer, Option } from "effect"
+import { Context, Data, Duration, Effect, Either, Layer, Option } from "effect"
 import {
   CatalogPort,
   type InsufficientStock,
@@ -40,6 +40,7 @@ import { commandMetadata, requestCallKeyPrefix } from "../kernel/UseCase.js"
 import { OrdersPort } from "../orders/index.js"
 import {
   CardDeclined,
+  type ConfirmOutcome,
   MAX_PAYMENT_AMOUNT,
   type PaymentIntentObject,
   PaymentStateConflict,
@@ -277,8 +278,9 @@ export const makeCheckouts = Effect.gen(function* () {
    * nothing to pay): `checkout.completed`, the hold converted to the order, the order placed — in
    * the caller's transaction, or one of its own, under the checkout's row lock. Complete already:
    * the same state (same order). Expired: `CheckoutNotOpen`. Not paid: `PaymentNotCompleted`.
+   * `recorded`: its intent as the caller's transaction has just recorded it (not read again).
    */
-  const complete = (checkoutId: string, metadata: EventMetadata) =>
+  const complete = (checkoutId: string, metadata: EventMetadata, recorded?: PaymentIntentObject) =>
     runner.transact(
       Effect.gen(function* () {
         const loaded = yield* lockedLoad(checkoutId)
@@ -289,7 +291,10 @@ export const makeCheckouts = Effect.gen(function* () {
           return yield* new CheckoutNotOpen({ checkoutId, status: state.status })
         let paid: { readonly intent: PaymentIntentObject } | undefined
         if (state.paymentIntentId !== null) {
-          const intent = yield* payments.find(state.paymentIntentId)
+          const intent =
+            recorded?.id === state.paymentIntentId
+              ? Option.some(recorded)
+              : yield* payments.find(state.paymentIntentId)
           if (Option.isNone(intent) || !isPaid(intent.value))
             return yield* new PaymentNotCompleted({
               checkoutId,
@@ -718,6 +723,25 @@ export const makeCheckouts = Effect.gen(function* () {
     Effect.gen(function* () {
       const paymentIntentId = state.paymentIntentId
       if (paymentIntentId === null) return objectOfState(yield* complete(state.checkoutId, metadata))
+      // A payment this call records completes the checkout in the same transaction (one commit,
+      // its intent not read again): the completed state, or the refusal of a checkout that expired
+      // meanwhile (decided before anything is written, so the payment's record still commits).
+      let completedWithin: Either.Either<CheckoutState, CheckoutNotOpen> | undefined
+      const completeWithin = (outcome: ConfirmOutcome) =>
+        isPaid(outcome.intent)
+          ? complete(state.checkoutId, metadata, outcome.intent).pipe(
+              Effect.map(Either.right),
+              Effect.catchTag("CheckoutNotOpen", (e) => Effect.succeed(Either.left(e))),
+              Effect.catchTags({
+                CheckoutNotFound: Effect.die,
+                PaymentNotCompleted: Effect.die,
+                CheckoutAlreadyExists: Effect.die
+              }),
+              Effect.map((result) => {
+                completedWithin = result
+              })
+            )
+          : Effect.void
       // An open checkout's intent is confirmed straight away (one read fewer): should it be paid
       // already or await the customer's action after all (its own confirm route ran), the refusal
       // below finds it so and answers as the look first would have.
@@ -735,7 +759,7 @@ export const makeCheckouts = Effect.gen(function* () {
       ) {
         intent = before.value
       } else {
-        const outcome = yield* payments.confirm(paymentIntentId, input, metadata).pipe(
+        const outcome = yield* payments.confirm(paymentIntentId, input, metadata, completeWithin).pipe(
           Effect.catchTags({
             UnknownPaymentMethod: (e) => Effect.fail(unknownPaymentMethod(e)),
             ProcessorUnavailable: (e) => Effect.fail(processorUnavailable(e)),
@@ -767,6 +791,14 @@ export const makeCheckouts = Effect.gen(function* () {
         )
         intent = outcome.intent
         declined = outcome.declined
+      }
+      // Set by a try that committed only if the payment reads as recorded (a record given up after
+      // lost races answers the intent as it was, unpaid: the completion rolled back with it).
+      if (completedWithin !== undefined && isPaid(intent)) {
+        const within = completedWithin
+        if (Either.isRight(within)) return objectOfState(within.right, { clientSecret })
+        yield* settleSoon(state.checkoutId)
+        return yield* Effect.fail(notOpen(within.left.status))
       }
       if (isPaid(intent)) {
         const completed = yield* complete(state.checkoutId, metadata).pipe(

@@ -43,6 +43,7 @@ import * as Time from "../kernel/Time.js"
 import { commandMetadata, makeTransact, requestCallKeyPrefix } from "../kernel/UseCase.js"
 import { DueWork } from "../processors/DueWork.js"
 import {
+  ConfirmationInProgress,
   type IntentState,
   intentObjectOf,
   latestPayment,
@@ -197,6 +198,12 @@ export interface StartedCall {
   readonly op: Operation | undefined
 }
 
+/**
+ * A caller's writes that follow from a recorded outcome, run in the transaction that records it
+ * (see `recordOutcome`); only when this very call recorded one.
+ */
+export type Within<E, R> = (state: IntentState) => Effect.Effect<void, E, R>
+
 /** Step 2's result: the processor's answer to the call under `key`, for step 3 to record. */
 export interface AnsweredCall {
   readonly key: string
@@ -227,13 +234,18 @@ export const makePayments = Effect.gen(function* () {
       ...(loaded === undefined ? {} : { loaded })
     })
 
-  /** Step 3: the outcome, recorded once; the safety net disarmed with it. */
-  const recordOutcome = (
+  /**
+   * Step 3: the outcome, recorded once; the safety net disarmed with it. `within`: the caller's
+   * writes that follow from the recorded state, in the same transaction (a checkout completed by
+   * its payment); they run again with it when it runs again.
+   */
+  const recordOutcome = <E = never, R = never>(
     paymentIntentId: string,
     key: string,
     outcome: ProcessorOutcome,
     metadata: EventMetadata,
-    started?: LoadedAggregate<IntentState>
+    started?: LoadedAggregate<IntentState>,
+    within?: Within<E, R>
   ) => {
     // The state the call was started from serves the first try only (a retry of the transaction
     // means the stream moved: it is read again).
@@ -252,6 +264,7 @@ export const makePayments = Effect.gen(function* () {
           metadata,
           loaded
         )
+        if (within !== undefined) yield* within(result.state)
         return result.state
       })
     )
@@ -298,14 +311,19 @@ export const makePayments = Effect.gen(function* () {
     })
 
   /** Steps 2 and 3 of a started call (nothing when the command started none). */
-  const finish = (paymentIntentId: string, started: StartedCall, metadata: EventMetadata) =>
+  const finish = <E = never, R = never>(
+    paymentIntentId: string,
+    started: StartedCall,
+    metadata: EventMetadata,
+    within?: Within<E, R>
+  ) =>
     Effect.gen(function* () {
       const answered = yield* answer(started)
       if (Option.isNone(answered)) return started.state
       const { key, outcome } = answered.value
       // Writers on the stream kept winning the race (other processes' refunds): the call is made
       // and the worker will record it; the client gets the state as it stands rather than a 500.
-      return yield* recordOutcome(paymentIntentId, key, outcome, metadata, started).pipe(
+      return yield* recordOutcome(paymentIntentId, key, outcome, metadata, started, within).pipe(
         Effect.catchIf(isConcurrencyConflict, () =>
           Effect.as(
             Effect.logWarning(`payments: ${key} answered but not recorded yet; the worker records it`),
@@ -320,12 +338,17 @@ export const makePayments = Effect.gen(function* () {
    * Answers the state after the outcome (or after the start, when the processor could not be reached:
    * the safety net makes the call again later).
    */
-  const run = (paymentIntentId: string, command: PaymentCommand, metadata: EventMetadata) =>
+  const run = <E = never, R = never>(
+    paymentIntentId: string,
+    command: PaymentCommand,
+    metadata: EventMetadata,
+    within?: Within<E, R>
+  ) =>
     Effect.gen(function* () {
       const started = yield* transact(
         Effect.flatMap(execute(paymentIntentId, command, metadata), (result) => arm(paymentIntentId, result))
       )
-      return yield* finish(paymentIntentId, started, metadata)
+      return yield* finish(paymentIntentId, started, metadata, within)
     })
 
   /** The intent once the call under `key` is recorded (polled; another request or the worker records it). */
@@ -487,21 +510,24 @@ export const makePayments = Effect.gen(function* () {
    * intent is under way — that call's outcome. Answers the state and the payment of the attempt
    * made or awaited, so every concurrent caller answers the same intent (402 for all on a decline).
    */
-  const confirmation = (
+  const confirmation = <E = never, R = never>(
     paymentIntentId: string,
     command: Extract<PaymentCommand, { _tag: "Confirm" | "Authenticate" }>,
-    metadata: EventMetadata
+    metadata: EventMetadata,
+    within?: Within<E, R>
   ) =>
-    run(paymentIntentId, command, metadata).pipe(
+    run(paymentIntentId, command, metadata, within).pipe(
       Effect.map((state) => ({
         state,
         paymentId: command._tag === "Confirm" ? command.paymentId : (latestPayment(state)?.paymentId ?? "")
       })),
-      Effect.catchTag("ConfirmationInProgress", (e) =>
-        Effect.map(awaitCall(paymentIntentId, e.idempotencyKey), (state) => ({
-          state,
-          paymentId: e.paymentId
-        }))
+      Effect.catchIf(
+        (e): e is ConfirmationInProgress => e instanceof ConfirmationInProgress,
+        (e) =>
+          Effect.map(awaitCall(paymentIntentId, e.idempotencyKey), (state) => ({
+            state,
+            paymentId: e.paymentId
+          }))
       )
     )
 

@@ -144,12 +144,17 @@ export interface PaymentsPortShape {
   /**
    * Confirms: the three-step processor call (recorded as started, made, outcome recorded), or the
    * outcome of a concurrent confirmation's call. Must NOT run inside a transaction (the call would
-   * hold it open). A decline is an outcome (`declined: true`), not a failure.
+   * hold it open). A decline is an outcome (`declined: true`), not a failure. `within`: the
+   * caller's writes that follow from the outcome, run in the transaction that records it — only
+   * when this very call records one (not when it awaited a concurrent confirmation's, or the
+   * processor did not answer); a failure there rolls the record back with them (the safety net
+   * records the answer later).
    */
   readonly confirm: (
     paymentIntentId: string,
     input: { readonly paymentMethod?: string | undefined },
-    metadata: EventMetadata
+    metadata: EventMetadata,
+    within?: (outcome: ConfirmOutcome) => Effect.Effect<void, PaymentsPortError>
   ) => Effect.Effect<
     ConfirmOutcome,
     | UnknownPaymentMethod

@@ -188,13 +188,19 @@ export const makePaymentsPort = Effect.gen(function* () {
   const confirm = (
     paymentIntentId: string,
     input: { readonly paymentMethod?: string | undefined },
-    metadata: EventMetadata
+    metadata: EventMetadata,
+    within?: (outcome: ConfirmOutcome) => Effect.Effect<void, CommandError<never>>
   ) =>
     Effect.gen(function* () {
       const paymentMethod = input.paymentMethod === undefined ? null : yield* resolve(input.paymentMethod)
       const paymentId = yield* Ids.make("pay")
       const confirmed = yield* internals
-        .confirmation(paymentIntentId, { _tag: "Confirm", paymentMethod, paymentId }, metadata)
+        .confirmation(
+          paymentIntentId,
+          { _tag: "Confirm", paymentMethod, paymentId },
+          metadata,
+          within === undefined ? undefined : (state: IntentState) => within(outcomeOf(state, paymentId))
+        )
         .pipe(only(tagged("PaymentIntentNotFound", "UnexpectedState", "PaymentMethodMissing")))
       return outcomeOf(confirmed.state, confirmed.paymentId)
     })

@@ -18,6 +18,7 @@ import { CommandRunner } from "../../src/kernel/CommandRunner.js"
 import type { DueItem } from "../../src/processors/DueWork.js"
 import { subscriptionReadModelFixture, sumPrice, uniqueMeter } from "../billing/usage/fixtures.js"
 import { chargesOf, getSubscription, ok, recurringProduct, subscribe } from "../support/billing.js"
+import { stockedProduct } from "../support/catalog.js"
 import { makeShiftedClock } from "../support/clock.js"
 import { registeredShopper } from "../support/customers.js"
 import { apiKeyWith, call, uniqueEmail } from "../support/identity.js"
@@ -43,6 +44,18 @@ const USAGE_RECORD_CEILING = 6
  * transaction without reading the stream again; 25 before the projection stopped reading its rows.
  */
 const RENEWAL_CEILING = 22
+
+/**
+ * A purchase: `POST /v1/checkouts` (BEGIN, the product locked and loaded from its snapshot, the
+ * reservation appended and projected, the intent appended and projected, the checkout appended and
+ * projected, its expiry scheduled, COMMIT: 11), then `POST /v1/checkouts/:id/confirm` (the row
+ * read; the attempt started: BEGIN, intent read, append, projection, safety net, COMMIT; the test
+ * processor's ledger row, i.e. the call; the answer recorded and the checkout completed in ONE
+ * transaction: safety net disarmed, intent appended and projected, checkout locked, loaded,
+ * appended and projected, the hold locked, converted and projected, the order read, numbered,
+ * appended and projected: 25). 49 before the reads and the record were folded together.
+ */
+const PURCHASE_CEILING = 36
 
 /** The statements of a steady-state `POST /user` with an API key holding write:customers. */
 const postUserStatements = Effect.gen(function* () {
@@ -142,6 +155,34 @@ layer(WiredHttp, { timeout: 120_000 })("statements per request", (it) => {
       expect(statements.length, statements.join("\n")).toBeLessThanOrEqual(GET_USER_CEILING)
     })
   )
+  it.effect(
+    `a purchase (checkout created, then confirmed) sends at most ${PURCHASE_CEILING} statements`,
+    () =>
+      Effect.gen(function* () {
+        const key = (yield* apiKeyWith(["write:checkouts", "read:checkouts", "write:products"])).key
+        const product = yield* stockedProduct(key, 100)
+        const purchase = Effect.gen(function* () {
+          const created = yield* call("POST", "/v1/checkouts", {
+            token: key,
+            json: { email: uniqueEmail("guest"), lineItems: [{ productId: product.id, quantity: 1 }] }
+          })
+          expect(created.status, created.text).toBe(201)
+          const confirmed = yield* call("POST", `/v1/checkouts/${created.body.id}/confirm`, {
+            token: key,
+            json: { paymentMethod: "pm_card_visa" }
+          })
+          expect(confirmed.status, confirmed.text).toBe(200)
+          expect(confirmed.body).toMatchObject({ status: "complete", orderId: expect.any(String) })
+        })
+        // The first purchase warms what is cached (event types, the key); count the steady state.
+        yield* purchase
+        const statements = yield* fewestStatements(3, purchase)
+        expect(statements.length, statements.join("\n")).toBeLessThanOrEqual(PURCHASE_CEILING)
+        // Three transactions: the checkout, the attempt started, the payment recorded with the order.
+        expect(statements.filter((s) => s === "BEGIN")).toHaveLength(3)
+      })
+  )
+
   it.effect(`a renewal (invoice, charge, payment recorded) sends at most ${RENEWAL_CEILING} statements`, () =>
     Effect.gen(function* () {
       const token = (yield* apiKeyWith(["admin"])).key
