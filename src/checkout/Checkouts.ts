@@ -737,9 +737,11 @@ export const makeCheckouts = Effect.gen(function* () {
                 PaymentNotCompleted: Effect.die,
                 CheckoutAlreadyExists: Effect.die
               }),
-              Effect.map((result) => {
-                completedWithin = result
-              })
+              Effect.flatMap((result) =>
+                Effect.sync(() => {
+                  completedWithin = result
+                })
+              )
             )
           : Effect.void
       // An open checkout's intent is confirmed straight away (one read fewer): should it be paid
