@@ -3,11 +3,13 @@
  * completion flow completes a checkout whose intent was confirmed directly (Stripe.js style) or
  * through 3-D Secure; a process killed between the payment and the order is completed once the
  * payment's outcome is recorded; expiry under the clock releases the stock and cancels the intent;
- * a payment that lands after expiry is refunded automatically; the read model rebuilds to identical rows.
+ * a payment that lands after expiry is refunded automatically, also when the checkout expires while
+ * its own confirm's charge is in flight (the completion that rides on the payment's record is
+ * refused, the record commits); the read model rebuilds to identical rows.
  */
 import { SqlClient } from "@effect/sql"
 import { layer } from "@effect/vitest"
-import { Duration, Effect, Option } from "effect"
+import { Deferred, Duration, Effect, Fiber, Option } from "effect"
 import { expect } from "vitest"
 import { checkoutExpiry } from "../../src/checkout/expiry.js"
 import { CheckoutsProjection } from "../../src/checkout/projection.js"
@@ -23,7 +25,7 @@ import { rebuildProjection } from "../../src/processors/Rebuild.js"
 import { stockedProduct } from "../support/catalog.js"
 import { createCheckout, getCheckout, type Json, stockOf } from "../support/checkout.js"
 import { makeShiftedClock } from "../support/clock.js"
-import { rowsOf } from "../support/database.js"
+import { rowsOf, usingRealPostgres } from "../support/database.js"
 import { call } from "../support/identity.js"
 import { eventually, notificationsHttp } from "../support/notifications.js"
 import { ok, processorCalls, staffToken } from "../support/payments.js"
@@ -224,6 +226,71 @@ layer(notificationsHttp({ processors: PROCESSORS, clock: shifted.clock }), {
       expect(refunds.length).toBe(1)
       expect(yield* stockOf(token, product.id)).toEqual({ stocked: 3, reserved: 0, available: 3 })
     })
+  )
+
+  it.effect.skipIf(!usingRealPostgres)(
+    "a checkout that expires while its own confirm's charge is in flight: 409, no order, the money given back",
+    () =>
+      Effect.gen(function* () {
+        const token = yield* staffToken
+        const sql = yield* SqlClient.SqlClient
+        const product = yield* stockedProduct(token, 3)
+        const checkout = yield* createCheckout(token, [{ productId: product.id, quantity: 1 }])
+        // The test processor's ledger held locked: the confirm's charge waits there, after its attempt
+        // was recorded as started (the intent processing).
+        const locked = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        const lock = yield* Effect.fork(
+          sql.withTransaction(
+            sql`LOCK TABLE payments.test_processor_calls IN EXCLUSIVE MODE`.pipe(
+              Effect.zipRight(Deferred.succeed(locked, undefined)),
+              Effect.zipRight(Deferred.await(release))
+            )
+          )
+        )
+        yield* Deferred.await(locked)
+        const confirm = yield* Effect.fork(
+          call("POST", `/v1/checkouts/${checkout.id}/confirm`, {
+            token,
+            json: { paymentMethod: "pm_card_visa" }
+          })
+        )
+        yield* eventually(
+          Effect.map(intentOf(token, checkout.paymentIntentId), (i) =>
+            i.status === "processing" ? i : undefined
+          )
+        )
+        // The checkout expires meanwhile (its stock goes back), then the charge goes through.
+        const expire = yield* Effect.fork(call("POST", `/v1/checkouts/${checkout.id}/expire`, { token }))
+        yield* checkoutWhen(token, checkout.id, (c) => c.status === "expired")
+        yield* Deferred.succeed(release, undefined)
+        yield* Fiber.join(lock)
+        ok(200)(yield* Fiber.join(expire))
+        // The payment's record and the completion share a transaction: the completion is refused
+        // (the checkout expired), the record commits, and the confirm answers 409.
+        const confirmed = yield* Fiber.join(confirm)
+        expect(confirmed.status, confirmed.text).toBe(409)
+        expect(confirmed.body.error.code).toBe("checkout_not_open")
+        const paid = yield* intentOf(token, checkout.paymentIntentId)
+        expect(paid.status).toBe("succeeded")
+        const after = yield* getCheckout(token, checkout.id)
+        expect(after).toMatchObject({ status: "expired", orderId: null })
+        expect(yield* stockOf(token, product.id)).toEqual({ stocked: 3, reserved: 0, available: 3 })
+        // The expiry gives the late payment back, once.
+        const payment = yield* eventually(
+          Effect.zipRight(
+            shifted.advance(Duration.seconds(31)),
+            Effect.map(call("GET", `/v1/payments/${paid.latestPaymentId}`, { token }), (r) =>
+              r.status === 200 && r.body.status === "refunded" ? r.body : undefined
+            )
+          ),
+          20_000
+        )
+        expect(payment).toMatchObject({ amountCaptured: 1999, amountRefunded: 1999 })
+        const refunds = (yield* processorCalls(paid.latestPaymentId)).filter((c) => c.operation === "refund")
+        expect(refunds.length).toBe(1)
+        expect((yield* getCheckout(token, checkout.id)).orderId).toBeNull()
+      })
   )
 
   it.effect("the checkouts read model rebuilds to identical rows", () =>
