@@ -46,6 +46,26 @@ const intentOf = (token: string, id: string) =>
 // confirmation arms it due at once (`crashAfterCharge`).
 const shifted = makeShiftedClock()
 
+/**
+ * A late payment (1,999) of an expired checkout given back by the expiry worker, with one refund at
+ * the processor (its retries are Clock-driven: time is moved on while waiting).
+ */
+const givenBackOnce = (token: string, paymentId: string) =>
+  Effect.gen(function* () {
+    const payment = yield* eventually(
+      Effect.zipRight(
+        shifted.advance(Duration.seconds(31)),
+        Effect.map(call("GET", `/v1/payments/${paymentId}`, { token }), (r) =>
+          r.status === 200 && r.body.status === "refunded" ? r.body : undefined
+        )
+      ),
+      20_000
+    )
+    expect(payment).toMatchObject({ amountCaptured: 1999, amountRefunded: 1999 })
+    const refunds = (yield* processorCalls(paymentId)).filter((c) => c.operation === "refund")
+    expect(refunds.length).toBe(1)
+  })
+
 layer(notificationsHttp({ processors: PROCESSORS, clock: shifted.clock }), {
   excludeTestServices: true,
   timeout: 180_000
@@ -210,20 +230,9 @@ layer(notificationsHttp({ processors: PROCESSORS, clock: shifted.clock }), {
       expect(expired.status).toBe("expired")
       expect(yield* stockOf(token, product.id)).toEqual({ stocked: 3, reserved: 0, available: 3 })
       // The safety net records the charge; the flow finds a paid intent of an expired checkout; the
-      // expiry worker refunds it (its retries are Clock-driven: time is moved on while waiting).
-      const payment = yield* eventually(
-        Effect.zipRight(
-          shifted.advance(Duration.seconds(31)),
-          Effect.map(call("GET", `/v1/payments/${started.paymentId}`, { token }), (r) =>
-            r.status === 200 && r.body.status === "refunded" ? r.body : undefined
-          )
-        ),
-        20_000
-      )
-      expect(payment).toMatchObject({ amountCaptured: 1999, amountRefunded: 1999 })
+      // expiry worker refunds it.
+      yield* givenBackOnce(token, started.paymentId)
       expect((yield* getCheckout(token, checkout.id)).status).toBe("expired")
-      const refunds = (yield* processorCalls(started.paymentId)).filter((c) => c.operation === "refund")
-      expect(refunds.length).toBe(1)
       expect(yield* stockOf(token, product.id)).toEqual({ stocked: 3, reserved: 0, available: 3 })
     })
   )
@@ -277,18 +286,7 @@ layer(notificationsHttp({ processors: PROCESSORS, clock: shifted.clock }), {
         expect(after).toMatchObject({ status: "expired", orderId: null })
         expect(yield* stockOf(token, product.id)).toEqual({ stocked: 3, reserved: 0, available: 3 })
         // The expiry gives the late payment back, once.
-        const payment = yield* eventually(
-          Effect.zipRight(
-            shifted.advance(Duration.seconds(31)),
-            Effect.map(call("GET", `/v1/payments/${paid.latestPaymentId}`, { token }), (r) =>
-              r.status === 200 && r.body.status === "refunded" ? r.body : undefined
-            )
-          ),
-          20_000
-        )
-        expect(payment).toMatchObject({ amountCaptured: 1999, amountRefunded: 1999 })
-        const refunds = (yield* processorCalls(paid.latestPaymentId)).filter((c) => c.operation === "refund")
-        expect(refunds.length).toBe(1)
+        yield* givenBackOnce(token, paid.latestPaymentId)
         expect((yield* getCheckout(token, checkout.id)).orderId).toBeNull()
       })
   )
