@@ -582,7 +582,10 @@ export const makeEventStore = Effect.gen(function* () {
       let rows = yield* appendStatement(input, payload, keys, recordedAt).pipe(
         Effect.catchTag("SqlError", (error) => appendSqlError(input, error))
       )
+      // The keys the appended statement checked (or created): none when it had to seal again.
+      let checkedKeys = keys
       if (rows[0]?.outcome === "subject_keys_stale") {
+        checkedKeys = []
         for (const key of keys) keyring.dropCached(key.subject)
         payload = yield* encode(input, now)
         rows = yield* appendStatement(input, payload, [], recordedAt).pipe(
@@ -601,10 +604,9 @@ export const makeEventStore = Effect.gen(function* () {
       if (row.outcome === "ordering_conflict")
         return yield* new StreamOrderingConflict({ streamId: input.streamId })
       if (row.outcome !== "ok") return yield* Effect.dieMessage(`append returned ${row.outcome}`)
-      // The statement checked (or created) these keys: once committed, they decrypt too.
-      if (payload === encoded.payload)
-        for (const key of keys)
-          yield* afterCommit(`keyring:${key.subject}`, keyring.keyCommitted(key.subject, key.wrapped))
+      // Once committed, the keys the statement checked decrypt too.
+      for (const key of checkedKeys)
+        yield* afterCommit(`keyring:${key.subject}`, keyring.keyCommitted(key.subject, key.wrapped))
       return {
         streamId: input.streamId,
         version: row.streamVersion ?? 0,
@@ -760,12 +762,16 @@ export const makeEventStore = Effect.gen(function* () {
     readStream: (streamId, options) =>
       Effect.gen(function* () {
         const from = options?.fromVersion ?? 0
-        // Whether the stream exists rides along (one round trip): an empty answer is a stream with
-        // nothing after `from`, or none at all (a new aggregate's first command reads one).
+        // Whether the stream exists rides along (one round trip), looked up only when nothing was
+        // read: an empty answer is a stream with nothing after `from`, or none at all (a new
+        // aggregate's first command reads one).
         const [batch] = yield* sql<{ events: string | null; found: boolean }>`
-          SELECT (SELECT ${streamBatch} FROM event_store.events
-                   WHERE stream_id = ${streamId} AND stream_version > ${from}) AS events,
-                 EXISTS (SELECT 1 FROM event_store.streams WHERE stream_id = ${streamId}) AS found`
+          WITH b AS (SELECT ${streamBatch} AS events FROM event_store.events
+                      WHERE stream_id = ${streamId} AND stream_version > ${from})
+          SELECT b.events,
+                 b.events IS NOT NULL
+                   OR EXISTS (SELECT 1 FROM event_store.streams WHERE stream_id = ${streamId}) AS found
+            FROM b`
         const events = parseBatch(batch?.events)
         if (events.length === 0) {
           if (batch?.found !== true) return yield* new StreamNotFound({ streamId })

@@ -209,6 +209,12 @@ export const makeCommandRunner = Effect.gen(function* () {
       return Effect.succeed(own)
     })
 
+  /** A stream's events from the start; a stream that does not exist has none. */
+  const readWhole = (streamId: string) =>
+    store
+      .readStream(streamId)
+      .pipe(Effect.catchTag("StreamNotFound", () => Effect.succeed([] as ReadonlyArray<StoredEvent>)))
+
   /**
    * The snapshot (of the decider's state version) and the events after it, in one statement. A
    * snapshot that does not decode is only a cache miss: the events before it are read too.
@@ -224,11 +230,7 @@ export const makeCommandRunner = Effect.gen(function* () {
         Option.map(policy.decode(s.state), (state): LoadedAggregate<S> => ({ state, version: s.version }))
       )
       if (Option.isSome(base)) return { base: base.value, stored: read.events }
-      const stored = Option.isNone(read.snapshot)
-        ? read.events
-        : yield* store
-            .readStream(streamId)
-            .pipe(Effect.catchTag("StreamNotFound", () => Effect.succeed([] as ReadonlyArray<StoredEvent>)))
+      const stored = Option.isNone(read.snapshot) ? read.events : yield* readWhole(streamId)
       return { base: { state: initialState, version: 0 }, stored }
     })
 
@@ -236,12 +238,7 @@ export const makeCommandRunner = Effect.gen(function* () {
     Effect.gen(function* () {
       const { base, stored } = decider.snapshot
         ? yield* loadFromSnapshot(streamId, decider.initialState, decider.snapshot)
-        : {
-            base: { state: decider.initialState, version: 0 },
-            stored: yield* store
-              .readStream(streamId)
-              .pipe(Effect.catchTag("StreamNotFound", () => Effect.succeed([] as ReadonlyArray<StoredEvent>)))
-          }
+        : { base: { state: decider.initialState, version: 0 }, stored: yield* readWhole(streamId) }
       const events = yield* decodeAll(decider, stored)
       const last = stored[stored.length - 1]
       return {
