@@ -28,6 +28,7 @@ import { makeShiftedClock } from "../support/clock.js"
 import { rowsOf, usingRealPostgres } from "../support/database.js"
 import { call } from "../support/identity.js"
 import { eventually, notificationsHttp } from "../support/notifications.js"
+import { orderWhen } from "../support/orders.js"
 import { ok, processorCalls, staffToken } from "../support/payments.js"
 
 const PROCESSORS = [checkoutCompletion(), checkoutExpiry(), processorCallRecovery()]
@@ -130,11 +131,7 @@ layer(notificationsHttp({ processors: PROCESSORS, clock: shifted.clock }), {
       ok(200)(
         yield* call("POST", `/v1/payment-intents/${checkout.paymentIntentId}/capture`, { token, json: {} })
       )
-      const confirmed = yield* eventually(
-        Effect.map(call("GET", `/v1/orders/${done.orderId}`, { token }), (r) =>
-          r.status === 200 && r.body.status === "confirmed" ? r.body : undefined
-        )
-      )
+      const confirmed = yield* orderWhen(token, done.orderId, (o) => o.status === "confirmed")
       expect(confirmed.id).toBe(done.orderId)
     })
   )
@@ -166,11 +163,7 @@ layer(notificationsHttp({ processors: PROCESSORS, clock: shifted.clock }), {
         ok(200)(
           yield* call("POST", `/v1/payment-intents/${manual.paymentIntentId}/cancel`, { token, json: {} })
         )
-        const cancelled = yield* eventually(
-          Effect.map(call("GET", `/v1/orders/${done.orderId}`, { token }), (r) =>
-            r.status === 200 && r.body.status === "cancelled" ? r.body : undefined
-          )
-        )
+        const cancelled = yield* orderWhen(token, done.orderId, (o) => o.status === "cancelled")
         expect(cancelled).toMatchObject({ paymentStatus: "voided", cancellationReason: "payment_canceled" })
         expect(yield* stockOf(token, product.id)).toEqual({ stocked: 5, reserved: 0, available: 5 })
       })

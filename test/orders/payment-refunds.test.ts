@@ -16,18 +16,10 @@ import { checkoutOrder, type Json, stockOf } from "../support/checkout.js"
 import { getCustomer, registeredShopper } from "../support/customers.js"
 import { usingRealPostgres } from "../support/database.js"
 import { call } from "../support/identity.js"
-import { eventually } from "../support/notifications.js"
-import { fastRecoveryHttp, getOrder, publicEventsOf } from "../support/orders.js"
+import { fastRecoveryHttp, orderWhen, publicEventsOf } from "../support/orders.js"
 import { ok, staffToken } from "../support/payments.js"
 
 const PROCESSORS = [checkoutCompletion(), processorCallRecovery(), refundRecovery()]
-
-/** The order once `done` holds for it (polled: the completion flow records in the background). */
-const orderWhen = (token: string, id: string, done: (o: Json) => boolean) =>
-  eventually(
-    Effect.map(getOrder(token, id), (o) => (done(o) ? o : undefined)),
-    20_000
-  )
 
 const refundPayment = (token: string, paymentId: string, json: Record<string, unknown> = {}) =>
   call("POST", `/v1/payments/${paymentId}/refund`, { token, json })

@@ -19,8 +19,7 @@ import { processorCallRecovery } from "../../src/payments/recovery.js"
 import { checkoutOrder, type Json, stockOf } from "../support/checkout.js"
 import { getCustomer, registeredShopper } from "../support/customers.js"
 import { call, expectError } from "../support/identity.js"
-import { eventually } from "../support/notifications.js"
-import { fastRecoveryHttp, getOrder, publicEventsOf, TEST_METADATA } from "../support/orders.js"
+import { fastRecoveryHttp, orderWhen, publicEventsOf, TEST_METADATA } from "../support/orders.js"
 import { ok, staffToken } from "../support/payments.js"
 
 // No checkout-completion flow here: the capture's record is driven by hand, after the cancel.
@@ -138,10 +137,7 @@ layer(fastRecoveryHttp([refundRecovery(), processorCallRecovery()]), {
       const runner = yield* CommandRunner
       yield* runner.transact(port.paymentChanged(checkout.paymentIntentId, TEST_METADATA))
       yield* runner.transact(port.paymentChanged(checkout.paymentIntentId, TEST_METADATA))
-      const settled = yield* eventually(
-        Effect.map(getOrder(token, order.id), (o: Json) => (o.paymentStatus === "refunded" ? o : undefined)),
-        20_000
-      )
+      const settled = yield* orderWhen(token, order.id, (o) => o.paymentStatus === "refunded")
       expect(settled).toMatchObject({ status: "cancelled", amountPaid: 3998, amountRefunded: 3998 })
       const payment = ok(200)(yield* call("GET", `/v1/payments/${order.paymentId}`, { token }))
       expect(payment).toMatchObject({ amountCaptured: 3998, amountRefunded: 3998 })

@@ -24,7 +24,7 @@ import { servicesLayer } from "../../src/services.js"
 import type { Json } from "./checkout.js"
 import { testConfig } from "./database.js"
 import { call, uniqueEmail } from "./identity.js"
-import { notificationsHttp } from "./notifications.js"
+import { eventually, notificationsHttp } from "./notifications.js"
 
 export const TEST_METADATA: EventMetadata = { actor: { type: "system", id: "test" } }
 
@@ -183,6 +183,13 @@ export const getOrder = (token: string, id: string) =>
     expect(r.status, r.text).toBe(200)
     return r.body as Json
   })
+
+/** The order once `done` holds for it (polled: flows and workers change it in the background). */
+export const orderWhen = (token: string, id: string, done: (o: Json) => boolean, timeoutMs = 20_000) =>
+  eventually(
+    Effect.map(getOrder(token, id), (o) => (done(o) ? o : undefined)),
+    timeoutMs
+  )
 
 /**
  * The app with peers and `processors` running, the payments and refund safety nets due 1 s after a
