@@ -277,12 +277,33 @@ const program = Effect.gen(function* () {
   }
   const seeded = subscriptions.pop() ?? ""
 
+  // CPU of this process (the service, and the load generator's workers) and of the database's
+  // backends, per answer: which of the two a row is bound by on a machine whose cores both share.
+  const cpuReading = Effect.map(
+    sql<{ readonly pid: number }>`SELECT pid FROM pg_stat_activity
+      WHERE datname = current_database() AND pid <> pg_backend_pid()`,
+    (rows) => {
+      const used = process.cpuUsage()
+      // Per backend: one that ends during the run drops out instead of counting negative.
+      return Object.fromEntries([
+        ["node", used.user + used.system],
+        ...rows.map((r) => [`pg:${r.pid}`, cpuTicks(r.pid) * MICROS_PER_TICK] as const)
+      ])
+    }
+  ).pipe(
+    // Read as the load stops: requests cut off then have their statements cancelled by backend pid
+    // (@effect/sql-pg), and a late cancel can land on this query's connection. Retried; a reading
+    // that still fails shows as NaN rather than ending the bench.
+    Effect.retry({ times: 3 }),
+    Effect.orElseSucceed((): Readonly<Record<string, number>> => ({}))
+  )
   // 2. Seed the summary's subscription through the use case.
   yield* Console.log(
     `… seeding ${fmt(RECORDS)} records into one period (batches of ${BATCH}, ${SEED_CONCURRENCY} at a time)`
   )
   const span = now - periodStart.getTime() - 1000
   const seedStarted = Date.now()
+  const seedCpuBefore = yield* cpuReading
   yield* Effect.forEach(
     Array.from({ length: Math.ceil(RECORDS / BATCH) }, (_, b) => b),
     (b) =>
@@ -307,8 +328,10 @@ const program = Effect.gen(function* () {
     { concurrency: SEED_CONCURRENCY }
   )
   const seedSeconds = (Date.now() - seedStarted) / 1000
+  const seedCpu = cpuPerRecord(seedCpuBefore, yield* cpuReading, RECORDS)
   yield* Console.log(
-    `  seeded in ${seedSeconds.toFixed(1)} s (${fmt(RECORDS / seedSeconds)} records/s in-process)`
+    `  seeded in ${seedSeconds.toFixed(1)} s (${fmt(RECORDS / seedSeconds)} records/s in-process; CPU per record: ` +
+      `${seedCpu.node.toFixed(0)} µs node, ${seedCpu.pg.toFixed(0)} µs PostgreSQL)`
   )
 
   // 3. Interleaved rounds.
@@ -360,26 +383,6 @@ const program = Effect.gen(function* () {
       "target p99 ≤ 50 ms"
     ]
   ]
-  // CPU of this process (the service, and the load generator's workers) and of the database's
-  // backends, per answer: which of the two a row is bound by on a machine whose cores both share.
-  const cpuReading = Effect.map(
-    sql<{ readonly pid: number }>`SELECT pid FROM pg_stat_activity
-      WHERE datname = current_database() AND pid <> pg_backend_pid()`,
-    (rows) => {
-      const used = process.cpuUsage()
-      // Per backend: one that ends during the run drops out instead of counting negative.
-      return Object.fromEntries([
-        ["node", used.user + used.system],
-        ...rows.map((r) => [`pg:${r.pid}`, cpuTicks(r.pid) * MICROS_PER_TICK] as const)
-      ])
-    }
-  ).pipe(
-    // Read as the load stops: requests cut off then have their statements cancelled by backend pid
-    // (@effect/sql-pg), and a late cancel can land on this query's connection. Retried; a reading
-    // that still fails shows as NaN rather than ending the bench.
-    Effect.retry({ times: 3 }),
-    Effect.orElseSucceed((): Readonly<Record<string, number>> => ({}))
-  )
   const runs = new Map<string, Array<Measurement>>()
   for (let round = 1; round <= ROUNDS; round++) {
     for (const [label, options] of rows) {
@@ -434,6 +437,19 @@ const program = Effect.gen(function* () {
   ])
   yield* printFootnotes(rows.flatMap(([label]) => of(label).map((m) => [label, m] as const)))
 })
+
+/** CPU µs per record between two readings of `cpuReading`: the service process and the database. */
+const cpuPerRecord = (
+  before: Readonly<Record<string, number>>,
+  after: Readonly<Record<string, number>>,
+  records: number
+) => {
+  const spent = (pick: (key: string) => boolean) =>
+    Object.entries(after)
+      .filter(([key]) => pick(key))
+      .reduce((sum, [key, v]) => sum + v - (before[key] ?? 0), 0) / Math.max(1, records)
+  return { node: spent((k) => k === "node"), pg: spent((k) => k.startsWith("pg:")) }
+}
 
 /** Median CPU µs per record (or request) of the rows' rounds: the service process and the database. */
 const cpuNote = (measurements: ReadonlyArray<Measurement>, perRequest: number) => {

@@ -4,7 +4,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Context, Effect, Either, Layer, Option, ParseResult, Schedule, Schema } from "effect"
+import { Clock, Context, Effect, Either, Layer, Option, ParseResult, Schedule } from "effect"
 import { withSpanWhenTracing } from "../base/Span.js"
 import { UUID_PATTERN, uuidv7FromMillis } from "../base/Uuid.js"
 import { executeInTransaction, textArray, withTransactionState } from "../db/Sql.js"
@@ -244,12 +244,14 @@ interface ManyPayload {
   readonly events: ReadonlyArray<PayloadEvent>
 }
 
+/**
+ * What `appendMany` reads of `append_many`'s rows: ONE row, its streams as a JSON array in input
+ * order — `[version, [positions…]]` each — parsed natively, where 1,000 rows with an int8[] each
+ * went through the driver's row and array parsers (a usage batch: ~5 % of the service's CPU).
+ */
 interface ManyRow {
-  readonly streamId: string
-  readonly streamVersion: number
-  /** int8[] arrives as strings (only scalar int8 has a custom parser). */
-  readonly positions: ReadonlyArray<string>
-  readonly transactionId: string
+  readonly streams: ReadonlyArray<readonly [version: number, positions: ReadonlyArray<number>]> | null
+  readonly transactionId: string | null
 }
 
 const MAX_STREAM_ID_LENGTH = 200
@@ -433,7 +435,7 @@ export const makeEventStore = Effect.gen(function* () {
           new InvalidEventPayload({ eventType: type.type, message: `event id "${event.id}" is not a UUID` })
         )
       }
-      const encoded = Schema.encodeEither(type.schema)(event.data)
+      const encoded = type.encode(event.data)
       if (Either.isLeft(encoded)) {
         return Either.left(
           new InvalidEventPayload({
@@ -658,9 +660,10 @@ export const makeEventStore = Effect.gen(function* () {
         })
       }
       const rows = yield* sql<ManyRow>`
-        SELECT stream_id AS "streamId", stream_version AS "streamVersion", positions,
-               transaction_id AS "transactionId"
-          FROM event_store.append_many(${JSON.stringify(payload)}::jsonb, ${recordedAt})`.pipe(
+        SELECT json_agg(json_build_array(m.stream_version, m.positions) ORDER BY m.ord) AS streams,
+               min(m.transaction_id) AS "transactionId"
+          FROM event_store.append_many(${JSON.stringify(payload)}::jsonb, ${recordedAt})
+               WITH ORDINALITY AS m(stream_id, stream_version, positions, transaction_id, ord)`.pipe(
         Effect.catchTag(
           "SqlError",
           (
@@ -692,22 +695,24 @@ export const makeEventStore = Effect.gen(function* () {
           }
         )
       )
-      const byStream = new Map(rows.map((row) => [row.streamId, row]))
+      // One row per stream, in input order.
+      const streams = rows[0]?.streams ?? []
+      const transactionId = rows[0]?.transactionId ?? ""
       const results: AppendResult[] = []
       for (let i = 0; i < inputs.length; i++) {
         const streamId = inputs[i]?.streamId ?? ""
-        const row = byStream.get(streamId)
+        const row = streams[i]
         const sent = payload[i]
         if (!row || !sent)
           return yield* Effect.dieMessage(`append_many returned no row for stream ${streamId}`)
-        const positions = row.positions.map(Number)
+        const [version, positions] = row
         results.push({
           streamId,
-          version: row.streamVersion,
+          version,
           firstPosition: positions[0] ?? 0,
           lastPosition: positions[positions.length - 1] ?? 0,
           positions,
-          transactionId: row.transactionId,
+          transactionId,
           eventIds: sent.events.map((e) => e.id),
           recordedAt
         })

@@ -145,6 +145,8 @@ export interface EventType<T extends string, A, I> {
   readonly make: (data: A) => DomainEvent<T, A>
   /** The schema's decoder, built once (decoding is on the hot path of loads, reads and rebuilds). */
   readonly decode: (data: unknown) => Either.Either<A, ParseResult.ParseError>
+  /** The schema's encoder, built once (every append encodes; a usage batch, 1,000 events). */
+  readonly encode: (data: A) => Either.Either<I, ParseResult.ParseError>
   /** Type guard over a union of domain events. */
   readonly is: (event: DomainEvent) => event is DomainEvent<T, A>
 }
@@ -190,6 +192,7 @@ export const defineEvent = <T extends string, A, I>(
     subject: options.subject,
     make: (data) => ({ type, data }),
     decode: Schema.decodeUnknownEither(options.schema),
+    encode: Schema.encodeEither(options.schema),
     is: (event): event is DomainEvent<T, A> => event.type === type
   }
 }
