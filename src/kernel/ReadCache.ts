@@ -28,6 +28,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Deferred, Duration, Effect, Exit, FiberId, Option, Schedule, type Scope } from "effect"
+import { textArray } from "../db/Sql.js"
 import { afterCommit } from "../db/Transaction.js"
 import { AppendWatchers } from "../eventstore/AppendWatchers.js"
 import { type Checkpoint, origin } from "../eventstore/Checkpoint.js"
@@ -161,16 +162,33 @@ export const makeReadCache = <V>(
     }
 
     // Other processes' writes: the streams changed behind the gap-safe horizon since the last poll.
+    // The database picks this cache's streams (and `clearOn` events) out of the events it scans, so
+    // the events of every other stream type do not travel here (a usage batch appends 1,000 streams);
+    // the last event scanned comes too (`last`), whatever it is, to move the checkpoint past them.
     let checkpoint: Checkpoint = origin
+    const clearPrefixes = clearOn.map((rule) => rule.streamPrefix)
+    const clearTypes = clearOn.map((rule) => rule.eventType)
     const readChanges = (after: Checkpoint) =>
-      sql<{ streamId: string; type: string; xid: string; position: string }>`
+      sql<{ streamId: string; type: string; xid: string; position: string; last: boolean; scanned: number }>`
+        WITH scanned AS (
+          SELECT stream_id, event_type, transaction_id, global_position
+            FROM event_store.events
+           WHERE (transaction_id, global_position) > (${after.xid}::xid8, ${after.position})
+             AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+           ORDER BY transaction_id, global_position
+           LIMIT ${POLL_BATCH}
+        ), marked AS (
+          SELECT s.*, row_number() OVER (ORDER BY transaction_id DESC, global_position DESC) = 1 AS last,
+                 count(*) OVER () AS scanned
+            FROM scanned s
+        )
         SELECT stream_id AS "streamId", event_type AS type, transaction_id::text AS xid,
-               global_position::text AS position
-          FROM event_store.events
-         WHERE (transaction_id, global_position) > (${after.xid}::xid8, ${after.position})
-           AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
-         ORDER BY transaction_id, global_position
-         LIMIT ${POLL_BATCH}`
+               global_position::text AS position, last, scanned::int AS scanned
+          FROM marked m
+         WHERE last OR starts_with(stream_id, ${options.streamPrefix})
+            OR EXISTS (SELECT 1 FROM unnest(${textArray(sql, clearPrefixes)}, ${textArray(sql, clearTypes)}) AS r(prefix, type)
+                        WHERE m.event_type = r.type AND starts_with(m.stream_id, r.prefix))
+         ORDER BY transaction_id, global_position`
     const poll = Effect.gen(function* () {
       const startedAt = yield* Clock.currentTimeMillis
       for (;;) {
@@ -185,7 +203,7 @@ export const makeReadCache = <V>(
         }
         const last = rows[rows.length - 1]
         if (last !== undefined) checkpoint = { xid: last.xid, position: Number(last.position) }
-        if (rows.length < POLL_BATCH) break
+        if ((last?.scanned ?? 0) < POLL_BATCH) break
       }
       lastPolledAt = startedAt
     })

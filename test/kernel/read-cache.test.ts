@@ -208,6 +208,32 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("ReadCach
     })
   )
 
+  it.scoped("the poll reaches a change behind more than a poll's batch of other streams' events", () =>
+    Effect.gen(function* () {
+      const cache = yield* cacheOf()
+      const { calls, load } = countingLoad()
+      yield* cache.get("g", load)
+      yield* cache.get("h", load)
+      // 2,500 events of streams the cache does not hold (the database leaves them out of its answer),
+      // then the change: the checkpoint must move past all of them.
+      const other = yield* elsewhere
+      yield* other.appendMany(
+        Array.from({ length: 2_500 }, (_, i) => ({
+          streamId: `other-${i}-${Date.now()}`,
+          streamType: "other",
+          expectedVersion: "any" as const,
+          events: [{ eventType: ThingRenamed, data: { name: `other ${i}` } }],
+          metadata: { actor: { type: "system" as const, id: "test" } }
+        }))
+      )
+      yield* appendElsewhere("g")
+      expect(yield* reloadedWithinPolls(cache, "g", load, calls)).toBe(true)
+      const after = calls.count
+      yield* cache.get("h", load)
+      expect(calls.count).toBe(after)
+    })
+  )
+
   it.scoped("this process's appends drop the entry with no word from the writer, on commit too", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
