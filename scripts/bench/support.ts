@@ -13,6 +13,7 @@ import pg from "pg"
 import { AppConfig, type AppConfigShape, makeAppConfig } from "../../src/config.js"
 import { NodeServerLive } from "../../src/http/Server.js"
 import { createAdmin } from "../../src/identity/admin.js"
+import { TracingLive } from "../../src/observability/Tracing.js"
 import { projections } from "../../src/registry.js"
 import { HttpAppLive } from "../../src/server.js"
 import { servicesLayer } from "../../src/services.js"
@@ -243,11 +244,15 @@ export const scratchConfig = (
 /**
  * The app as src/main.ts serves it (without processors) on 127.0.0.1 and a free port, over the
  * scratch database, without rate limits; `identity` overrides identity settings (e.g. scrypt).
+ * Tracing as main.ts sets it (`TracingLive`: off without `OTEL_EXPORTER_OTLP_ENDPOINT`), below
+ * everything that traces — without it every span was made and dropped (Effect's default tracer, the
+ * platform's per-request HTTP span): a cost the service does not pay.
  */
 export const benchApp = (identity: Partial<AppConfigShape["identity"]> = {}) =>
   HttpAppLive.pipe(
     Layer.provideMerge(NodeServerLive),
     Layer.provideMerge(servicesLayer({ processors: [], projections })),
+    Layer.provide(TracingLive),
     Layer.provideMerge(
       scratchConfig((base) => ({ host: "127.0.0.1", port: 0, identity: { ...base.identity, ...identity } }))
     )
