@@ -22,6 +22,7 @@ import { Context, Effect, Layer, Option } from "effect"
 import { CatalogPort, type ProductView } from "../catalog/index.js"
 import { AppConfig } from "../config.js"
 import { findCustomer } from "../customers/index.js"
+import { provideSqlClient } from "../db/Sql.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
 import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable } from "../http/errors.js"
@@ -183,8 +184,7 @@ export const makeBilling = Effect.gen(function* () {
   const clock = yield* BillingClock
   const ledger = yield* UsageLedger
   const config = yield* AppConfig
-  const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
-    Effect.provideService(effect, SqlClient.SqlClient, sql)
+  const withSql = provideSqlClient(sql)
 
   /**
    * `loaded`: the stream as `locked` read it under the row lock, so the command decides on it without

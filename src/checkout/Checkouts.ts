@@ -28,6 +28,7 @@ import {
   type ReservedLine
 } from "../catalog/index.js"
 import { findCustomer } from "../customers/index.js"
+import { provideSqlClient } from "../db/Sql.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import { isShredded } from "../eventstore/EventType.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
@@ -240,8 +241,7 @@ export const makeCheckouts = Effect.gen(function* () {
   const payments = yield* PaymentsPort
   const orders = yield* OrdersPort
   const work = yield* DueWork
-  const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
-    Effect.provideService(effect, SqlClient.SqlClient, sql)
+  const withSql = provideSqlClient(sql)
 
   /** `loaded`: the stream as the caller just read it (saves reading it again; a retry reads it). */
   const execute = (

@@ -6,7 +6,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
-import { inTransaction, isUniqueViolation } from "../db/Sql.js"
+import { inTransaction, isUniqueViolation, provideSqlClient } from "../db/Sql.js"
 import { EventStore } from "../eventstore/EventStore.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
 import { BadRequest, Conflict, Forbidden, NotFound, orDieUnlessHttp } from "../http/errors.js"
@@ -126,8 +126,7 @@ export const makeCustomers = Effect.gen(function* () {
   const transact = yield* makeTransact
   const sql = yield* SqlClient.SqlClient
   const clocks = yield* Effect.serviceOption(CustomerClocks)
-  const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
-    Effect.provideService(effect, SqlClient.SqlClient, sql)
+  const withSql = provideSqlClient(sql)
 
   /** A new customer's test clock must exist (and is held until the creation commits). */
   const ensureClock = (testClockId: string | undefined) =>

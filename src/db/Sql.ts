@@ -20,6 +20,23 @@ export const withTransactionState = <A, E, R>(
     f(Option.isSome(Context.getOption(fiber.currentContext, SqlClient.TransactionConnection)))
   )
 
+/**
+ * `Effect.provideService(effect, SqlClient, sql)`, except when the fiber's services already hold
+ * this very client — a use case or the command runner giving its statements the client they would
+ * find anyway. Providing it again copied the fiber's whole service map and compared it, entry by
+ * entry, on the way in and on the way out (a purchase did so a dozen times).
+ */
+export const provideSqlClient =
+  (sql: SqlClient.SqlClient) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, Exclude<R, SqlClient.SqlClient>> =>
+    Effect.withFiberRuntime((fiber) => {
+      const current = Context.getOption(fiber.currentContext, SqlClient.SqlClient)
+      return Option.isSome(current) && current.value === sql
+        ? // Checked just above: the one service this drops from R is in the fiber's context.
+          (effect as Effect.Effect<A, E, Exclude<R, SqlClient.SqlClient>>)
+        : Effect.provideService(effect, SqlClient.SqlClient, sql)
+    })
+
 /** A `text[]` value from a JS array, passed as one JSON parameter. */
 export const textArray = (sql: SqlClient.SqlClient, values: ReadonlyArray<string>) =>
   sql`ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(values)}::jsonb))`

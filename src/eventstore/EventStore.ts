@@ -719,7 +719,7 @@ export const makeEventStore = Effect.gen(function* () {
       }
       return results
     }).pipe(
-      Effect.withSpan("EventStore.appendMany", {
+      withSpanWhenTracing("EventStore.appendMany", {
         attributes: { "streams.count": inputs.length },
         captureStackTrace: false
       })
@@ -784,7 +784,7 @@ export const makeEventStore = Effect.gen(function* () {
         }
         return yield* decrypt(events, batch?.events)
       }).pipe(
-        Effect.withSpan("EventStore.readStream", {
+        withSpanWhenTracing("EventStore.readStream", {
           attributes: { "stream.id": streamId },
           captureStackTrace: false
         })
@@ -810,7 +810,7 @@ export const makeEventStore = Effect.gen(function* () {
             : Option.some({ version: row.snapshotVersion, state: row.snapshotState })
         return { snapshot, events }
       }).pipe(
-        Effect.withSpan("EventStore.readStreamAfterSnapshot", {
+        withSpanWhenTracing("EventStore.readStreamAfterSnapshot", {
           attributes: { "stream.id": streamId },
           captureStackTrace: false
         })
@@ -848,7 +848,7 @@ export const makeEventStore = Effect.gen(function* () {
         }
         return result
       }).pipe(
-        Effect.withSpan("EventStore.readStreams", {
+        withSpanWhenTracing("EventStore.readStreams", {
           attributes: { "streams.count": streams.length },
           captureStackTrace: false
         })

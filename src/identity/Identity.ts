@@ -9,7 +9,7 @@ import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.js"
 import { CustomersPort, customerEmailHolders } from "../customers/index.js"
-import { isUniqueViolation } from "../db/Sql.js"
+import { isUniqueViolation, provideSqlClient } from "../db/Sql.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import { type AuthenticatedActor, hasScope } from "../http/Auth.js"
 import { BadRequest, Conflict, Forbidden, NotFound, orDieUnlessHttp, Unauthorized } from "../http/errors.js"
@@ -166,8 +166,7 @@ export const makeIdentity = Effect.gen(function* () {
   const customers = yield* CustomersPort
   const forgetProfile = profiles.forget
 
-  const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
-    Effect.provideService(effect, SqlClient.SqlClient, sql)
+  const withSql = provideSqlClient(sql)
 
   const transact = yield* makeTransact
 

@@ -10,7 +10,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option } from "effect"
 import { withSpanWhenTracing } from "../base/Span.js"
-import { withTransactionState } from "../db/Sql.js"
+import { provideSqlClient, withTransactionState } from "../db/Sql.js"
 import { afterCommit, transactionWith } from "../db/Transaction.js"
 import {
   type AppendResult,
@@ -247,7 +247,7 @@ export const makeCommandRunner = Effect.gen(function* () {
         snapshotVersion: base.version
       }
     }).pipe(
-      Effect.withSpan("CommandRunner.load", {
+      withSpanWhenTracing("CommandRunner.load", {
         attributes: { "stream.id": streamId },
         captureStackTrace: false
       })
@@ -353,10 +353,10 @@ export const makeCommandRunner = Effect.gen(function* () {
         if (relevant.length === 0) continue
         if (!done.locked?.includes(projection))
           yield* sql`SELECT pg_advisory_xact_lock_shared(${PROJECTION_LOCK_CLASS}, hashtext(${projection.name}))`
-        yield* projection.apply(relevant, liveTarget).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+        yield* projection.apply(relevant, liveTarget).pipe(provideSqlClient(sql))
       }
       if (publicRows.length > 0 && done.publicWritten !== true) {
-        yield* insertPublicEvents(publicRows).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+        yield* insertPublicEvents(publicRows).pipe(provideSqlClient(sql))
       }
     })
 
@@ -453,7 +453,7 @@ export const makeCommandRunner = Effect.gen(function* () {
       }
       return loaded
     }).pipe(
-      Effect.withSpan("CommandRunner.loadMany", {
+      withSpanWhenTracing("CommandRunner.loadMany", {
         attributes: { "streams.count": streams.length },
         captureStackTrace: false
       })
@@ -516,7 +516,7 @@ export const makeCommandRunner = Effect.gen(function* () {
         })
       )
     }).pipe(
-      Effect.withSpan("CommandRunner.executeMany", {
+      withSpanWhenTracing("CommandRunner.executeMany", {
         captureStackTrace: false,
         attributes: { "aggregate.type": decider.streamType, "commands.count": commands.length }
       })

@@ -8,6 +8,7 @@ import { SqlClient } from "@effect/sql"
 import { Context, Effect, Either, Layer, Option } from "effect"
 import { AppConfig } from "../config.js"
 import { findCustomer } from "../customers/index.js"
+import { provideSqlClient } from "../db/Sql.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
 import { BadRequest, Conflict, NotFound, orDieUnlessHttp } from "../http/errors.js"
 import { parseSort } from "../http/Lists.js"
@@ -203,8 +204,7 @@ export const makeNotifications = Effect.gen(function* () {
   const config = yield* AppConfig
   const transact = yield* makeTransact
   const sql = yield* SqlClient.SqlClient
-  const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
-    Effect.provideService(effect, SqlClient.SqlClient, sql)
+  const withSql = provideSqlClient(sql)
   const store = { name: config.notifications.storeName, url: config.notifications.storeUrl }
 
   const execute = (notificationId: string, command: NotificationCommand, actor: AuthenticatedActor) =>

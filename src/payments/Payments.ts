@@ -26,6 +26,7 @@ import { Context, Duration, Effect, Layer, Option } from "effect"
 import { sha256Hex } from "../base/Sha256.js"
 import { AppConfig } from "../config.js"
 import { findCustomer } from "../customers/index.js"
+import { provideSqlClient } from "../db/Sql.js"
 import type { EventMetadata } from "../eventstore/EventStore.js"
 import { type AuthenticatedActor, hasScope } from "../http/Auth.js"
 import { BadRequest, Forbidden, NotFound, ServiceUnavailable } from "../http/errors.js"
@@ -217,8 +218,7 @@ export const makePayments = Effect.gen(function* () {
   const processor = yield* PaymentProcessor
   const config = yield* AppConfig
   const sql = yield* SqlClient.SqlClient
-  const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
-    Effect.provideService(effect, SqlClient.SqlClient, sql)
+  const withSql = provideSqlClient(sql)
   const recoveryAfter = Duration.seconds(config.payments.recoveryAfterSeconds)
 
   /** `loaded`: the intent as this request's previous command left it (saves reading the stream). */

@@ -7,6 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.js"
+import { provideSqlClient } from "../db/Sql.js"
 import { EventStore } from "../eventstore/EventStore.js"
 import type { AuthenticatedActor } from "../http/Auth.js"
 import { BadRequest, Conflict, NotFound, orDieUnlessHttp } from "../http/errors.js"
@@ -129,8 +130,7 @@ export const makeWebhooks = Effect.gen(function* () {
   const config = yield* AppConfig
   const transact = yield* makeTransact
   const sql = yield* SqlClient.SqlClient
-  const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
-    Effect.provideService(effect, SqlClient.SqlClient, sql)
+  const withSql = provideSqlClient(sql)
   const allowPrivate = config.webhooks.allowPrivate
 
   const execute = (webhookId: string, command: WebhookCommand, actor: AuthenticatedActor) =>
