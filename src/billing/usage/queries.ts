@@ -136,35 +136,41 @@ export const recordObject = (row: RecordRow): UsageRecordObject => {
 }
 
 /**
- * The records some (meter, identifier) pairs already hold, keyed `meter\u0000identifier`: through the
- * unique index (meters and identifiers as arrays, the pairs matched here).
+ * The statement of `selectRecordsByIdentifier` (a test reads its plan). Many keys: one primary-key
+ * probe per key, whatever the table's statistics. The statement is named, so its plan is made once
+ * per connection, often while the table is still small: a join was then planned as a hash join
+ * over a full scan, and `meter = ANY(…) AND identifier = ANY(…)` as an index scan on the meter alone
+ * with the identifiers as a filter — every record of the meter compared with each of 1,000
+ * identifiers, per batch, as the table grew (bench:billing: three quarters of PostgreSQL's CPU under
+ * batches). A LATERAL lookup of one row by the whole key is an index probe on any table.
  */
-export const selectRecordsByIdentifier = (
+export const recordsByKeyStatement = (
   sql: SqlClient.SqlClient,
   keys: ReadonlyArray<{ readonly meter: string; readonly identifier: string }>
-): Effect.Effect<ReadonlyMap<string, UsageRecordObject>, SqlError> => {
-  if (keys.length === 0) return Effect.succeed(new Map())
+) => {
   const only = keys.length === 1 ? keys[0] : undefined
   const columns = sql`u.id, u.subscription_id AS "subscriptionId", u.customer_id AS "customerId", u.meter,
         u.identifier, u.value::text AS value, u.occurred_at AS "occurredAt", u.properties,
         u.period_start AS "periodStart", u.period_end AS "periodEnd", u.created_at AS "createdAt"`
-  // Many keys: one primary-key probe per key, whatever the table's statistics. The statement is
-  // named, so its plan is made once per connection, often while the table is still small: a
-  // join was then planned as a hash join over a full scan, and `meter = ANY(…) AND identifier =
-  // ANY(…)` as an index scan on the meter alone with the identifiers as a filter — every record of
-  // the meter compared with each of 1,000 identifiers, per batch, as the table grew (bench:billing:
-  // three quarters of PostgreSQL's CPU under batches). A LATERAL lookup of one row by the whole key
-  // is an index probe on any table.
-  return Effect.map(
-    only !== undefined
-      ? sql<RecordRow>`SELECT ${columns} FROM ${sql(USAGE_RECORDS)} u
-          WHERE u.meter = ${only.meter} AND u.identifier = ${only.identifier}`
-      : sql<RecordRow>`SELECT r.* FROM jsonb_to_recordset(${JSON.stringify(keys)}::jsonb) AS k(meter text, identifier text)
-          CROSS JOIN LATERAL (SELECT ${columns} FROM ${sql(USAGE_RECORDS)} u
-            WHERE u.meter = k.meter AND u.identifier = k.identifier LIMIT 1) AS r`,
-    (rows) => new Map(rows.map((r) => [identifierKey(r.meter, r.identifier), recordObject(r)]))
-  )
+  return only !== undefined
+    ? sql<RecordRow>`SELECT ${columns} FROM ${sql(USAGE_RECORDS)} u
+        WHERE u.meter = ${only.meter} AND u.identifier = ${only.identifier}`
+    : sql<RecordRow>`SELECT r.* FROM jsonb_to_recordset(${JSON.stringify(keys)}::jsonb) AS k(meter text, identifier text)
+        CROSS JOIN LATERAL (SELECT ${columns} FROM ${sql(USAGE_RECORDS)} u
+          WHERE u.meter = k.meter AND u.identifier = k.identifier LIMIT 1) AS r`
 }
+
+/** The records some (meter, identifier) pairs already hold, keyed `meter\u0000identifier`. */
+export const selectRecordsByIdentifier = (
+  sql: SqlClient.SqlClient,
+  keys: ReadonlyArray<{ readonly meter: string; readonly identifier: string }>
+): Effect.Effect<ReadonlyMap<string, UsageRecordObject>, SqlError> =>
+  keys.length === 0
+    ? Effect.succeed(new Map())
+    : Effect.map(
+        recordsByKeyStatement(sql, keys),
+        (rows) => new Map(rows.map((r) => [identifierKey(r.meter, r.identifier), recordObject(r)]))
+      )
 
 export const identifierKey = (meter: string, identifier: string) => `${meter}\u0000${identifier}`
 
