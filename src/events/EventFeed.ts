@@ -4,6 +4,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
+import { provideSqlClient } from "../db/Sql.js"
 import { BadRequest, NotFound } from "../http/errors.js"
 import type { V1Page } from "../http/Lists.js"
 import * as Ids from "../kernel/Ids.js"
@@ -67,7 +68,7 @@ export const makeEventFeed = Effect.gen(function* () {
         startingAfter: params.startingAfter,
         endingBefore: params.endingBefore
       }).pipe(
-        Effect.provideService(SqlClient.SqlClient, sql),
+        provideSqlClient(sql),
         Effect.catchTags({
           SqlError: Effect.die,
           KeysetCursorNotFound: (e) =>
@@ -83,7 +84,7 @@ export const makeEventFeed = Effect.gen(function* () {
   const get = (id: string): Effect.Effect<EventView, NotFound> =>
     Ids.isValid("evt", id)
       ? publicEventById(id).pipe(
-          Effect.provideService(SqlClient.SqlClient, sql),
+          provideSqlClient(sql),
           Effect.orDie,
           Effect.flatMap(
             Option.match({ onNone: () => Effect.fail(notFound), onSome: (r) => Effect.succeed(eventView(r)) })

@@ -229,9 +229,9 @@ export const redactSecrets = (keys: ReadonlyArray<string>, data: unknown): unkno
   return out ?? data
 }
 
-/** Encodes data for storage (validating it), before encryption. */
+/** Encodes data for storage (validating it), before encryption: the event type's own encoder. */
 export const encodeEventData = <T extends string, A, I>(eventType: EventType<T, A, I>, data: A) =>
-  Schema.encode(eventType.schema)(data).pipe(
+  eventType.encode(data).pipe(
     Effect.mapError(
       (error) =>
         new InvalidEventPayload({

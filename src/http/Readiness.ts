@@ -4,6 +4,7 @@ import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.js"
 import { loadMigrations, migrationStatus } from "../db/Migrations.js"
 import { isDatabaseUnreachable, unreachableReason } from "../db/Reachability.js"
+import { provideSqlClient } from "../db/Sql.js"
 import { Supervisor } from "../processors/Supervisor.js"
 import type { Readiness as ReadinessBody } from "./ApiBase.js"
 
@@ -55,7 +56,7 @@ export const ReadinessLive = Layer.effect(
       files._tag === "Left"
         ? Effect.succeed(notOk(`migration files unreadable: ${files.left.message}`))
         : migrationStatus(files.right).pipe(
-            Effect.provideService(SqlClient.SqlClient, sql),
+            provideSqlClient(sql),
             Effect.map((s) => (s.upToDate ? ok("up to date") : notOk(`${s.pending} pending`))),
             Effect.catchAllCause(() => Effect.succeed(notOk("unknown: the status could not be read")))
           )

@@ -10,6 +10,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Clock, Duration, Effect, Layer, Option } from "effect"
+import { provideSqlClient } from "../db/Sql.js"
 import { type AuthenticatedActor, CredentialVerifier, type CredentialVerifierShape } from "../http/Auth.js"
 import { Unauthorized } from "../http/errors.js"
 import { isValid } from "../kernel/Ids.js"
@@ -58,7 +59,7 @@ export const makeCredentialVerifier = Effect.gen(function* () {
 
   const lookUp = (hash: string, nowMs: number) =>
     findApiKeyByHash(hash).pipe(
-      Effect.provideService(SqlClient.SqlClient, sql),
+      provideSqlClient(sql),
       Effect.orDie,
       Effect.flatMap(
         Option.match({

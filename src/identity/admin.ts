@@ -5,6 +5,7 @@
 import { SqlClient } from "@effect/sql"
 import { Data, Effect, Layer, Option, Redacted } from "effect"
 import { AppConfig } from "../config.js"
+import { provideSqlClient } from "../db/Sql.js"
 import { AdminReadiness } from "../http/Readiness.js"
 import { isEmail } from "../kernel/Email.js"
 import { Identity } from "./Identity.js"
@@ -64,7 +65,7 @@ export const AdminReadinessLive = Layer.unwrapEffect(
     const address = email.value.trim()
     return Layer.succeed(AdminReadiness, {
       check: findUserByEmail(address).pipe(
-        Effect.provideService(SqlClient.SqlClient, sql),
+        provideSqlClient(sql),
         Effect.map(
           Option.match({
             onNone: () => ({

@@ -20,6 +20,7 @@ import { SqlClient } from "@effect/sql"
 import { Clock, Context, Duration, Effect, Exit, Layer, Option } from "effect"
 import { AppConfig } from "../../config.js"
 import { CustomerClocks, findCustomer } from "../../customers/index.js"
+import { provideSqlClient } from "../../db/Sql.js"
 import type { EventMetadata } from "../../eventstore/EventStore.js"
 import type { AuthenticatedActor } from "../../http/Auth.js"
 import { BadRequest, Conflict, NotFound, orDieUnlessHttp } from "../../http/errors.js"
@@ -410,17 +411,12 @@ export const BillingClockLive = Layer.effect(
       // A deleted clock's customers live on real time (its row is gone): what they start now is on
       // no clock, or its due work would be of a clocked kind that nothing runs any more.
       clockOf: (customerId) =>
-        Effect.flatMap(
-          Effect.provideService(findCustomer(customerId), SqlClient.SqlClient, sql),
-          (customer) => {
-            const testClockId = Option.isSome(customer) ? customer.value.testClockId : null
-            return testClockId === null
-              ? Effect.succeed(null)
-              : Effect.map(frozenTimeOf(sql, testClockId), (time) =>
-                  Option.isSome(time) ? testClockId : null
-                )
-          }
-        )
+        Effect.flatMap(provideSqlClient(sql)(findCustomer(customerId)), (customer) => {
+          const testClockId = Option.isSome(customer) ? customer.value.testClockId : null
+          return testClockId === null
+            ? Effect.succeed(null)
+            : Effect.map(frozenTimeOf(sql, testClockId), (time) => (Option.isSome(time) ? testClockId : null))
+        })
     })
   )
 )
