@@ -54,6 +54,7 @@ import {
   benchArguments,
   benchCredentials,
   type CannonOptions,
+  cpuPerAnswer,
   field,
   fmt,
   jsonRequest,
@@ -328,7 +329,7 @@ const program = Effect.gen(function* () {
     { concurrency: SEED_CONCURRENCY }
   )
   const seedSeconds = (Date.now() - seedStarted) / 1000
-  const seedCpu = cpuPerRecord(seedCpuBefore, yield* cpuReading, RECORDS)
+  const seedCpu = nodeAndPg(cpuPerAnswer(seedCpuBefore, yield* cpuReading, RECORDS))
   yield* Console.log(
     `  seeded in ${seedSeconds.toFixed(1)} s (${fmt(RECORDS / seedSeconds)} records/s in-process; CPU per record: ` +
       `${seedCpu.node.toFixed(0)} µs node, ${seedCpu.pg.toFixed(0)} µs PostgreSQL)`
@@ -438,29 +439,20 @@ const program = Effect.gen(function* () {
   yield* printFootnotes(rows.flatMap(([label]) => of(label).map((m) => [label, m] as const)))
 })
 
-/** CPU µs per record between two readings of `cpuReading`: the service process and the database. */
-const cpuPerRecord = (
-  before: Readonly<Record<string, number>>,
-  after: Readonly<Record<string, number>>,
-  records: number
-) => {
-  const spent = (pick: (key: string) => boolean) =>
-    Object.entries(after)
-      .filter(([key]) => pick(key))
-      .reduce((sum, [key, v]) => sum + v - (before[key] ?? 0), 0) / Math.max(1, records)
-  return { node: spent((k) => k === "node"), pg: spent((k) => k.startsWith("pg:")) }
+/** A row's CPU per answer, summed for the service process and for the database's backends (NaN: none read). */
+const nodeAndPg = (perAnswer: Readonly<Record<string, number>>) => {
+  const sum = (pick: (key: string) => boolean) => {
+    const entries = Object.entries(perAnswer).filter(([key]) => pick(key))
+    return entries.length === 0 ? Number.NaN : entries.reduce((total, [, v]) => total + v, 0)
+  }
+  return { node: sum((k) => k === "node"), pg: sum((k) => k.startsWith("pg:")) }
 }
 
 /** Median CPU µs per record (or request) of the rows' rounds: the service process and the database. */
 const cpuNote = (measurements: ReadonlyArray<Measurement>, perRequest: number) => {
-  const of = (pick: (key: string) => boolean) =>
-    median(
-      measurements.map((m) => {
-        const entries = Object.entries(m.cpuPerAnswer ?? {}).filter(([key]) => pick(key))
-        return entries.length === 0 ? Number.NaN : entries.reduce((sum, [, v]) => sum + v, 0) / perRequest
-      })
-    ).toFixed(0)
-  return `${of((k) => k === "node")} µs node, ${of((k) => k.startsWith("pg:"))} µs PostgreSQL`
+  const of = (side: "node" | "pg") =>
+    median(measurements.map((m) => nodeAndPg(m.cpuPerAnswer ?? {})[side] / perRequest)).toFixed(0)
+  return `${of("node")} µs node, ${of("pg")} µs PostgreSQL`
 }
 
 program.pipe(

@@ -207,13 +207,23 @@ export const measure = (
       ...(cpuBefore === undefined || cpuAfter === undefined
         ? {}
         : {
-            cpuPerAnswer: Object.fromEntries(
-              // A key only before (a process that ended) drops out; one only after started at 0.
-              Object.entries(cpuAfter).map(([k, v]) => [k, (v - (cpuBefore[k] ?? 0)) / Math.max(1, r["2xx"])])
-            )
+            cpuPerAnswer: cpuPerAnswer(cpuBefore, cpuAfter, r["2xx"])
           })
     } satisfies Measurement
   })
+
+/**
+ * CPU µs per answer by name between two readings of cumulative CPU (see `measure`'s `cpu`). A key
+ * only before (a process that ended) drops out; one only after started at 0.
+ */
+export const cpuPerAnswer = (
+  before: Readonly<Record<string, number>>,
+  after: Readonly<Record<string, number>>,
+  answers: number
+): Readonly<Record<string, number>> =>
+  Object.fromEntries(
+    Object.entries(after).map(([k, v]) => [k, (v - (before[k] ?? 0)) / Math.max(1, answers)])
+  )
 
 /**
  * A config over the scratch database for the benches: a fresh master key and signing key (nothing
