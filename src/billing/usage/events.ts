@@ -29,6 +29,17 @@ const UsageRecordedData = Schema.Struct({
   periodEnd: Schema.NullOr(Schema.Date)
 })
 
+/**
+ * The properties as the schema's encoder copies a record: key by key, by assignment, so a
+ * `"__proto__"` key is dropped as it drops it (a spread would keep it as an own key, and the stored
+ * JSON would differ from the schema's).
+ */
+const copyProperties = (properties: UsageProperties): Record<string, unknown> => {
+  const copy: Record<string, unknown> = {}
+  for (const key of Object.keys(properties)) copy[key] = properties[key]
+  return copy
+}
+
 export const UsageRecorded = defineEvent("usage.recorded", {
   schema: UsageRecordedData,
   // Appended 1,000 at a time by a batch: the schema's encoder, written out (no refinement to check;
@@ -41,7 +52,7 @@ export const UsageRecorded = defineEvent("usage.recorded", {
     identifier: data.identifier,
     value: data.value,
     timestamp: data.timestamp.toISOString(),
-    properties: { ...data.properties },
+    properties: copyProperties(data.properties),
     uniqueValue: data.uniqueValue,
     periodStart: data.periodStart.toISOString(),
     periodEnd: data.periodEnd === null ? null : data.periodEnd.toISOString()

@@ -23,4 +23,23 @@ describe("usage.recorded's encoder", () => {
       { numRuns: 500 }
     )
   })
+
+  it('drops a "__proto__" property as the schema\'s encoder does (a random run found the difference)', () => {
+    const properties: Record<string, unknown> = JSON.parse('{"__proto__": 0, "region": "eu"}')
+    const data = {
+      recordId: "ur_1",
+      subscriptionId: "sub_1",
+      customerId: "cus_1",
+      meter: "api_calls",
+      identifier: "id-1",
+      value: 1,
+      timestamp: new Date(0),
+      properties,
+      uniqueValue: null,
+      periodStart: new Date(0),
+      periodEnd: null
+    }
+    const expected = Either.getOrThrow(Schema.encodeEither(UsageRecorded.schema)(data))
+    expect(JSON.stringify(Either.getOrThrow(UsageRecorded.encode(data)))).toBe(JSON.stringify(expected))
+  })
 })
