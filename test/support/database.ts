@@ -8,6 +8,7 @@ import { Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import pg from "pg"
 import { AppConfig, type AppConfigShape, makeAppConfig } from "../../src/config.js"
 import { PersistenceLive } from "../../src/eventstore/layers.js"
+import { TracingDisabled } from "../../src/observability/Tracing.js"
 
 export const testDatabaseUrl = process.env.DATABASE_URL?.trim() ? process.env.DATABASE_URL.trim() : undefined
 export const usingRealPostgres = testDatabaseUrl !== undefined
@@ -55,11 +56,17 @@ export const testConfig = (overrides: Partial<AppConfigShape> = {}) =>
     )
   )
 
-/** A fresh database's config, with logs quiet unless TEST_LOG_LEVEL=debug. */
+/**
+ * A fresh database's config, with logs quiet unless TEST_LOG_LEVEL=debug, and tracing off as the
+ * service runs without OTEL_EXPORTER_OTLP_ENDPOINT (src/main.ts's TracingLive): the tests take the
+ * paths production takes (no spans, statements straight on the transaction's connection, deferred
+ * writes). test/http/tracing.test.ts covers the traced paths.
+ */
 export const TestConfig = testConfig().pipe(
   Layer.provideMerge(
     Logger.minimumLogLevel(process.env.TEST_LOG_LEVEL === "debug" ? LogLevel.Debug : LogLevel.Warning)
-  )
+  ),
+  Layer.provideMerge(TracingDisabled)
 )
 
 /** Migrated database + event store, on a fresh database. */

@@ -13,6 +13,7 @@ import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import { Context, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { type CountingProxy, oneLine, startCountingProxy } from "../../scripts/bench/pgwire.js"
 import { AppConfig, makeAppConfig } from "../../src/config.js"
+import { TracingDisabled } from "../../src/observability/Tracing.js"
 import { projections } from "../../src/registry.js"
 import { HttpAppLive } from "../../src/server.js"
 import { servicesLayer } from "../../src/services.js"
@@ -54,7 +55,11 @@ const WiredDatabase = Layer.unwrapScoped(
     })
     return Layer.merge(Layer.succeed(WireProxy, proxy), Layer.succeed(AppConfig, config))
   })
-).pipe(Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Warning)))
+).pipe(
+  Layer.provideMerge(Logger.minimumLogLevel(LogLevel.Warning)),
+  // As the service runs without an OTLP endpoint (test/support/database.ts's TestConfig says why).
+  Layer.provideMerge(TracingDisabled)
+)
 
 /** The app on a test socket over the counted database; `WireProxy` lists what it sent. */
 export const WiredHttp = HttpAppLive.pipe(
