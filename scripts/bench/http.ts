@@ -26,7 +26,7 @@
  * ratios to the peers (medians of the per-round ratios).
  *
  * Then it counts the SQL statements per request of our service: a second instance (ROLE=api) on the
- * same database through the counting proxy of scripts/bench/pgwire.ts, 20 sequential requests per
+ * same database through the counting proxy of scripts/bench/pgwire.ts (statements and round trips), 20 sequential requests per
  * endpoint, the median count per request (BEGIN and COMMIT count; a background statement, such as
  * the revocation poll, may add one to a single request, not to the median).
  *
@@ -397,9 +397,11 @@ const countStatements = (
       const countOf = (endpoint: Endpoint) =>
         Effect.gen(function* () {
           const perRequest: Array<number> = []
+          const tripsPerRequest: Array<number> = []
           for (let i = 0; i <= COUNT_REQUESTS; i++) {
             const request = requests[endpoint]()
             const mark = proxy.statements().length
+            const trips = proxy.roundTrips()
             const reply = yield* jsonRequest(`${ours.base}${request.url}`, {
               method: request.method,
               token: key,
@@ -407,11 +409,16 @@ const countStatements = (
             })
             if (reply.status >= 300) yield* expectStatus(`${request.method} ${request.url}`, reply, 200)
             // The first request warms caches: not counted.
-            if (i > 0) perRequest.push(proxy.since(mark).length)
+            if (i > 0) {
+              perRequest.push(proxy.since(mark).length)
+              tripsPerRequest.push(proxy.roundTrips() - trips)
+            }
           }
-          return median(perRequest)
+          const statements = median(perRequest)
+          const roundTrips = median(tripsPerRequest)
+          return statements === roundTrips ? String(statements) : `${statements} in ${roundTrips} trips`
         })
-      const counts: Record<Endpoint, number> = {
+      const counts: Record<Endpoint, string> = {
         health: yield* countOf("health"),
         get: yield* countOf("get"),
         write: yield* countOf("write")
@@ -542,13 +549,14 @@ const program = Effect.gen(function* () {
         endpoint === "health" && pgMicros < 1 ? "–" : micros(pgMicros),
         target === "bare" ? "1" : ratio(target, endpoint, "bare").toFixed(3),
         target === "bare" ? "" : target === "effect" ? "1" : ratio(target, endpoint, "effect").toFixed(3),
-        target === "ours" ? String(statements[endpoint]) : ""
+        target === "ours" ? statements[endpoint] : ""
       ])
     }
   }
   yield* Console.log(
     `\nmedians over ${settings.rounds} rounds; ${settings.connections} connections; pool ${settings.pool}; ` +
-      `ours ROLE=${settings.role}; SQL/req: median of ${COUNT_REQUESTS} sequential requests on a ROLE=api instance`
+      `ours ROLE=${settings.role}; SQL/req: median of ${COUNT_REQUESTS} sequential requests on a ROLE=api instance ` +
+      "(statements, and the round trips they took when fewer: a BEGIN or deferred write travels with the next statement)"
   )
   yield* printTable(rows)
   for (const [id, rs] of runs) {

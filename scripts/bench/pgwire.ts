@@ -6,7 +6,9 @@
  * in front of a PostgreSQL server and of PGlite's socket alike. Used by `npm run bench:http` (the
  * statements per request) and by test/http/statement-count.test.ts (a ceiling per command).
  *
- * BEGIN, SAVEPOINT and COMMIT count: each is a round trip the service waits for.
+ * BEGIN, SAVEPOINT and COMMIT count. It also counts round trips: each simple `Query` and each
+ * `Sync` (the end of an extended-protocol pipeline, which may carry several statements: a deferred
+ * BEGIN and writes travel with the next statement, src/db/PipelinedStatements.ts).
  */
 import { createServer, connect as netConnect, type Socket } from "node:net"
 
@@ -21,13 +23,15 @@ export interface CountingProxy {
   readonly statements: () => ReadonlyArray<string>
   /** The statements recorded after `mark` (a previous `statements().length`). */
   readonly since: (mark: number) => ReadonlyArray<string>
+  /** Round trips so far (simple Queries and Syncs, all connections). */
+  readonly roundTrips: () => number
   /** `url` (a postgres:// URL of the upstream server) with its host and port replaced by the proxy's. */
   readonly urlFor: (url: string) => string
   readonly close: () => Promise<void>
 }
 
-/** Reads the client side of one connection; `record` gets each statement's text. */
-const clientReader = (record: (text: string) => void) => {
+/** Reads the client side of one connection; `record` gets each statement's text, `trip` each round trip. */
+const clientReader = (record: (text: string) => void, trip: () => void) => {
   let buffer: Buffer = Buffer.alloc(0)
   let started = false
   const prepared = new Map<string, string>()
@@ -40,6 +44,10 @@ const clientReader = (record: (text: string) => void) => {
     switch (type) {
       case "Q":
         record(cstring(body, 0)[0])
+        trip()
+        break
+      case "S":
+        trip()
         break
       case "P": {
         const [name, next] = cstring(body, 0)
@@ -83,6 +91,7 @@ const clientReader = (record: (text: string) => void) => {
 export const startCountingProxy = (upstream: { readonly host: string; readonly port: number }) =>
   new Promise<CountingProxy>((resolve, reject) => {
     const statements: Array<string> = []
+    let roundTrips = 0
     const sockets = new Set<Socket>()
     const server = createServer((client) => {
       const database = netConnect(upstream.port, upstream.host)
@@ -90,7 +99,10 @@ export const startCountingProxy = (upstream: { readonly host: string; readonly p
       sockets.add(database)
       client.setNoDelay(true)
       database.setNoDelay(true)
-      const read = clientReader((text) => statements.push(text))
+      const read = clientReader(
+        (text) => statements.push(text),
+        () => roundTrips++
+      )
       client.on("data", (chunk: Buffer) => {
         read(chunk)
         database.write(chunk)
@@ -118,6 +130,7 @@ export const startCountingProxy = (upstream: { readonly host: string; readonly p
         port: address.port,
         statements: () => statements,
         since: (mark) => statements.slice(mark),
+        roundTrips: () => roundTrips,
         urlFor: (url) => {
           const u = new URL(url)
           u.hostname = "127.0.0.1"

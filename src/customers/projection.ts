@@ -12,7 +12,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { executeInTransaction, optionalColumn, textArray } from "../db/Sql.js"
+import { deferInTransaction, optionalColumn, textArray } from "../db/Sql.js"
 import { isShredded, revealOr } from "../eventstore/EventType.js"
 import { normalizeEmail } from "../kernel/Email.js"
 import { defineProjection } from "../kernel/Projection.js"
@@ -66,7 +66,8 @@ export const CustomersProjection = defineProjection({
           case "customer.created": {
             const d = e.data
             if (isShredded(d.email) || isShredded(d.firstName) || isShredded(d.lastName)) break
-            yield* executeInTransaction(sql`INSERT INTO ${customers} (customer_id, user_id, email, email_normalized, first_name,
+            // Its rows are not read; a unique-email refusal fails the transaction (at its COMMIT).
+            yield* deferInTransaction(sql`INSERT INTO ${customers} (customer_id, user_id, email, email_normalized, first_name,
                 last_name, phone, tags, metadata, active, test_clock_id, created_at, updated_at, version)
               VALUES (${d.customerId}, ${d.userId ?? null}, ${d.email}, ${normalizeEmail(d.email)}, ${d.firstName},
                 ${d.lastName}, ${isShredded(d.phone) ? null : d.phone}, ${textArray(sql, d.tags)},

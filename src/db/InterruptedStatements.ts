@@ -77,6 +77,7 @@ export class SettlingClient extends pg.Client {
     const release: Release = (error) => {
       const toPool = poolRelease
       if (toPool === undefined) return
+      this.onRelease()
       // A broken connection goes back at once: the pool destroys it, failing what is still queued.
       if (!running || error !== undefined) toPool(error)
       else heldRelease = () => toPool()
@@ -102,4 +103,7 @@ export class SettlingClient extends pg.Client {
     })
     this.on("error", () => {})
   }
+
+  /** Called as the connection goes back to the pool: a subclass forgets what it kept for its user. */
+  protected onRelease(): void {}
 }

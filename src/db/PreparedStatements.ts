@@ -16,9 +16,13 @@
  * - Not for embedded PGlite: its one session is shared by every process attached to the data
  *   directory, whose names would collide. `DATABASE_PREPARED_STATEMENTS=false` turns it off (for a
  *   PgBouncer in transaction mode without `max_prepared_statements`).
+ *
+ * The same client sends a transaction's BEGIN and its deferred writes ahead of its next statement,
+ * in one round trip (PipelinedStatements.ts says how and why).
  */
 import pg from "pg"
 import { SettlingClient } from "./InterruptedStatements.js"
+import { type Ahead, BEGIN, DEFERRED_MARK, noRows, PipelineQuery } from "./PipelinedStatements.js"
 
 // A query may open with parentheses (`(SELECT …) UNION ALL (SELECT …)`).
 const PREPARABLE = /^[\s(]*(?:select|insert|update|delete|with)\b/i
@@ -65,30 +69,127 @@ export const preparingClient = (limit: number): typeof pg.Client => {
     return name
   }
   return class PreparingClient extends SettlingClient {
+    /** A transaction is open on this connection (its BEGIN came, its COMMIT or ROLLBACK not yet). */
+    private open = false
+    /** Statements that travel ahead of the transaction's next one: its BEGIN, deferred writes. */
+    private ahead: Array<Ahead> = []
+    /** A flushed statement of the open transaction failed (flushAhead): its COMMIT must fail. */
+    private failed: Error | undefined = undefined
+
     constructor(config?: string | pg.ClientConfig) {
       super(config)
       const query: (...args: ReadonlyArray<unknown>) => unknown = this.query.bind(this)
-      // The call @effect/sql-pg makes: (text, values, callback). Any other shape passes through.
-      const named = (...args: ReadonlyArray<unknown>): unknown => {
-        const [text, values, callback] = args
-        if (
-          typeof text !== "string" ||
-          !Array.isArray(values) ||
-          values.length === 0 ||
-          !isCallback(callback)
-        ) {
-          return query(...args)
-        }
-        const name = nameFor(text)
-        if (name === undefined) return query(...args)
-        return query(new NamedQuery(name, text, values), (error: Error | null, result: unknown) => {
-          if (error !== null && STALE_STATEMENT.has(String(sqlState(error))) && names.get(text) === name) {
-            names.delete(text)
+      /** Sends `text` with what waits ahead of it, in one round trip. */
+      const pipelined = (
+        ahead: ReadonlyArray<Ahead>,
+        text: string,
+        values: Array<unknown>,
+        callback: Callback
+      ) => {
+        const name = values.length === 0 ? undefined : nameFor(text)
+        const pipeline = new PipelineQuery(ahead, name, text, values)
+        return query(pipeline, (error: Error | null, result: unknown) => {
+          if (error !== null && STALE_STATEMENT.has(String(sqlState(error)))) {
+            // Which of them went stale the error does not say: all parse again under new names.
+            for (const statement of [...ahead, { name, text }])
+              if (statement.name !== undefined && names.get(statement.text) === statement.name)
+                names.delete(statement.text)
           }
           callback(error, result)
         })
       }
+      // The call @effect/sql-pg makes: (text, values, callback). Any other shape passes through.
+      const named = (...args: ReadonlyArray<unknown>): unknown => {
+        const [text, values, callback] = args
+        if (typeof text !== "string" || !Array.isArray(values) || !isCallback(callback)) {
+          this.flushAhead(query)
+          return query(...args)
+        }
+        const bare = values.length === 0
+        if (bare && text === "BEGIN" && !this.open) {
+          this.open = true
+          this.ahead = [BEGIN]
+          callback(null, noRows("BEGIN"))
+          return undefined
+        }
+        if (bare && (text === "COMMIT" || text === "ROLLBACK") && this.open) {
+          const ahead = this.ahead
+          const failed = this.failed
+          this.open = false
+          this.ahead = []
+          this.failed = undefined
+          if (failed !== undefined && text === "COMMIT") {
+            query("ROLLBACK", [], () => callback(failed, undefined))
+            return undefined
+          }
+          // Nothing reached the server: there is nothing to end.
+          if (ahead[0] === BEGIN && (text === "ROLLBACK" || ahead.length === 1)) {
+            callback(null, noRows(text))
+            return undefined
+          }
+          // Deferred writes are dropped by a ROLLBACK (the server never saw them).
+          if (text === "ROLLBACK" || ahead.length === 0) return query(text, values, callback)
+          return pipelined(ahead, text, values, (error, result) => {
+            if (error === null) return callback(null, result)
+            // A write ahead failed: the COMMIT never ran and the transaction is still open, aborted.
+            query("ROLLBACK", [], () => callback(error, undefined))
+          })
+        }
+        if (text.startsWith(DEFERRED_MARK)) {
+          const statement = text.slice(DEFERRED_MARK.length)
+          if (!this.open) return this.prepared(query, statement, values, callback)
+          this.ahead.push({ name: nameFor(statement), text: statement, values })
+          callback(null, noRows("DEFERRED"))
+          return undefined
+        }
+        if (this.ahead.length > 0) {
+          const ahead = this.ahead
+          this.ahead = []
+          return pipelined(ahead, text, values, callback)
+        }
+        return this.prepared(query, text, values, callback)
+      }
       Object.defineProperty(this, "query", { value: named, writable: true, configurable: true })
+    }
+
+    /** A statement on its own round trip, named when its text is preparable. */
+    private prepared(
+      query: (...args: ReadonlyArray<unknown>) => unknown,
+      text: string,
+      values: Array<unknown>,
+      callback: Callback
+    ): unknown {
+      const name = values.length === 0 ? undefined : nameFor(text)
+      if (name === undefined) return query(text, values, callback)
+      return query(new NamedQuery(name, text, values), (error: Error | null, result: unknown) => {
+        if (error !== null && STALE_STATEMENT.has(String(sqlState(error))) && names.get(text) === name) {
+          names.delete(text)
+        }
+        callback(error, result)
+      })
+    }
+
+    /**
+     * Before a call of another shape (a submittable), what waits ahead goes out on its own, so the
+     * server still sees every statement in order; should it fail, so does the transaction's COMMIT.
+     */
+    private flushAhead(query: (...args: ReadonlyArray<unknown>) => unknown) {
+      const ahead = this.ahead
+      const last = ahead[ahead.length - 1]
+      if (last === undefined) return
+      this.ahead = []
+      query(
+        new PipelineQuery(ahead.slice(0, -1), last.name, last.text, [...last.values]),
+        (error: Error | null) => {
+          if (error !== null && this.open) this.failed = error
+        }
+      )
+    }
+
+    protected override onRelease(): void {
+      this.open = false
+      this.ahead = []
+      this.failed = undefined
     }
   }
 }

@@ -2,6 +2,8 @@
 import { SqlClient, Statement } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, FiberRef, Option } from "effect"
+import { DEFERRED_MARK } from "./PipelinedStatements.js"
+import { AfterCommit } from "./Transaction.js"
 
 /** Whether the current fiber runs inside a caller's transaction (statements then join it). */
 export const inTransaction: Effect.Effect<boolean> = Effect.map(
@@ -65,6 +67,23 @@ export const optionalColumn = <A>(column: string, value: A | undefined): Record<
  */
 export const executeInTransaction = <A extends object>(
   statement: Statement.Statement<A>
+): Effect.Effect<ReadonlyArray<A>, SqlError> => onTransactionConnection(statement, "")
+
+/**
+ * `executeInTransaction` for a write whose rows nobody reads: on a PostgreSQL server it travels
+ * ahead of the transaction's next statement or COMMIT, in that round trip (PipelinedStatements.ts),
+ * and answers no rows at once. Its error, if any, becomes the error of that later statement or of
+ * the COMMIT (`transaction` fails with it): only for writes whose failure fails the whole
+ * transaction anyway, never one whose error the caller handles at the statement. Elsewhere (outside
+ * a transaction, in one whose owner does not take deferred writes, tracing on, embedded PGlite) it
+ * runs where it stands.
+ */
+export const deferInTransaction = (statement: Statement.Statement<object>): Effect.Effect<void, SqlError> =>
+  Effect.asVoid(onTransactionConnection(statement, DEFERRED_MARK))
+
+const onTransactionConnection = <A extends object>(
+  statement: Statement.Statement<A>,
+  mark: string
 ): Effect.Effect<ReadonlyArray<A>, SqlError> =>
   Effect.withFiberRuntime((fiber) => {
     const connection = Context.getOption(fiber.currentContext, SqlClient.TransactionConnection)
@@ -77,5 +96,8 @@ export const executeInTransaction = <A extends object>(
       return statement
     }
     const [text, params] = statement.compile()
-    return connection.value[0].execute(text, params, undefined)
+    const deferred =
+      mark !== "" &&
+      Context.getOption(fiber.currentContext, AfterCommit).pipe(Option.exists((r) => r.deferWrites === true))
+    return connection.value[0].execute(deferred ? mark + text : text, params, undefined)
   })

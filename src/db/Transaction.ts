@@ -15,6 +15,12 @@ interface AfterCommitRegistry {
   readonly add: (key: string, step: Effect.Effect<void>) => void
   /** A joined writer lost a race (a concurrency conflict): the owner must run the whole transaction again. */
   readonly conflict?: (error: ReportedConflict) => void
+  /**
+   * Writes may be deferred to the COMMIT (`deferInTransaction`): the owner fails with what its
+   * COMMIT reports. Not for an owner that commits after the response was decided (the idempotency
+   * middleware), where a write's error must reach the handler that can answer it.
+   */
+  readonly deferWrites?: boolean
 }
 
 /** Present inside a transaction opened by `transaction`: where joined writers leave after-commit work. */
@@ -150,8 +156,8 @@ export const openTransaction: Effect.Effect<OwnedTransaction, SqlError, SqlClien
 /**
  * `sql.withTransaction` without its span, for when tracing is off (the span would be the no-op span):
  * the same steps — a reserved connection, BEGIN, the effect (interruptible as the caller's) with the
- * connection as the transaction's, COMMIT on success or ROLLBACK (either failing is a defect, as
- * there), the connection released — in about half the fiber steps. `registry` is provided in the
+ * connection as the transaction's, COMMIT on success (its failure is the transaction's) or ROLLBACK
+ * (its failure a defect, as there), the connection released — in about half the fiber steps. `registry` is provided in the
  * same context, so joined writers find it.
  */
 const untracedTransaction = <A, E, R>(
@@ -171,9 +177,12 @@ const untracedTransaction = <A, E, R>(
             Effect.zipRight(Effect.locally(restore(effect), FiberRef.currentContext, context)),
             Effect.exit,
             Effect.flatMap((exit) =>
-              Effect.orDie(
-                conn.executeUnprepared(Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK", [], undefined)
-              ).pipe(Effect.ensuring(Scope.close(scope, exit)), Effect.zipRight(exit))
+              (Exit.isSuccess(exit)
+                ? // A failed COMMIT fails the transaction: a write deferred to it (deferInTransaction)
+                  // reports its error there, and the caller may handle it (a unique violation).
+                  Effect.zipRight(conn.executeUnprepared("COMMIT", [], undefined), exit)
+                : Effect.zipRight(Effect.orDie(conn.executeUnprepared("ROLLBACK", [], undefined)), exit)
+              ).pipe(Effect.ensuring(Scope.close(scope, exit)))
             )
           )
         })
@@ -193,7 +202,10 @@ export const transactionWith =
       if (Context.getOption(fiber.currentContext, SqlClient.TransactionConnection)._tag === "Some")
         return effect
       const steps = new Map<string, Effect.Effect<void>>()
-      const registry: AfterCommitRegistry = { add: (key, step) => void steps.set(key, step) }
+      const registry: AfterCommitRegistry = {
+        add: (key, step) => void steps.set(key, step),
+        deferWrites: true
+      }
       const owned = fiber.getFiberRef(FiberRef.currentTracerEnabled)
         ? sql.withTransaction(Effect.provideService(effect, AfterCommit, registry))
         : untracedTransaction(sql, effect, registry)

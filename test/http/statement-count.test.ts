@@ -26,6 +26,13 @@ import { fewestStatements, statementsOf, WiredHttp } from "../support/wire.js"
 
 /** Statements per steady-state `POST /user` (#17's target: ≤ 7). */
 const POST_USER_CEILING = 5
+/**
+ * Round trips of that `POST /user` on a PostgreSQL server: the BEGIN travels with the email check,
+ * then the append, then the read-model INSERT (deferred) with the COMMIT.
+ */
+const POST_USER_ROUND_TRIPS = 3
+/** On a DATABASE_URL server (not PGlite) the client pipelines a transaction's BEGIN and deferred writes. */
+const ON_SERVER = (process.env.DATABASE_URL ?? "").trim() !== ""
 /** The customer read (the API key is cached). */
 const GET_USER_CEILING = 1
 /** A usage summary: the subscription, then its rollups and raw edges in one statement. */
@@ -136,6 +143,25 @@ layer(WiredHttp, { timeout: 120_000 })("statements per request", (it) => {
       expect(statements.at(-1)).toBe("COMMIT")
       // Nothing reads the new customer's stream (its id was just minted).
       expect(statements.some((s) => s.includes("FROM event_store.events"))).toBe(false)
+    })
+  )
+
+  it.effect(`POST /user (API key) waits for at most ${POST_USER_ROUND_TRIPS} round trips`, () =>
+    Effect.gen(function* () {
+      const key = yield* apiKeyWith(["read:customers", "write:customers"])
+      const create = Effect.suspend(() =>
+        call("POST", "/user", {
+          token: key.key,
+          json: { email: uniqueEmail("customer"), firstName: "Grace", lastName: "Hopper" }
+        })
+      ).pipe(Effect.tap((r) => expect(r.status, r.text).toBe(201)))
+      yield* create
+      const runs = yield* Effect.forEach(Array.from({ length: 5 }), () => statementsOf(create))
+      const trips = Math.min(...runs.map((r) => r.roundTrips))
+      // The same five statements either way; on PGlite each is its own round trip.
+      expect(trips).toBeLessThanOrEqual(ON_SERVER ? POST_USER_ROUND_TRIPS : POST_USER_CEILING)
+      const fewest = runs.find((r) => r.roundTrips === trips)
+      expect(fewest?.statements.map(oneLine).at(-1)).toBe("COMMIT")
     })
   )
 

@@ -73,8 +73,9 @@ export const statementsOf = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.gen(function* () {
     const proxy = yield* WireProxy
     const mark = proxy.statements().length
+    const trips = proxy.roundTrips()
     const result = yield* effect
-    return { result, statements: proxy.since(mark) }
+    return { result, statements: proxy.since(mark), roundTrips: proxy.roundTrips() - trips }
   })
 
 /**
