@@ -7,7 +7,7 @@
  */
 import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
-import { optionalColumn } from "../db/Sql.js"
+import { deferInTransaction, optionalColumn } from "../db/Sql.js"
 import { defineProjection } from "../kernel/Projection.js"
 import { productEventTypes } from "./events.js"
 
@@ -124,11 +124,13 @@ export const CatalogProjection = defineProjection({
           }
           case "product.stock_reserved": {
             const d = e.data
-            yield* advanceAndHold(
-              d.productId,
-              e.streamVersion,
-              sql`, reserved_quantity = reserved_quantity + ${d.quantity}`,
-              { ownerId: d.ownerId, quantity: d.quantity, at }
+            yield* deferInTransaction(
+              advanceAndHold(
+                d.productId,
+                e.streamVersion,
+                sql`, reserved_quantity = reserved_quantity + ${d.quantity}`,
+                { ownerId: d.ownerId, quantity: d.quantity, at }
+              )
             )
             break
           }
@@ -147,12 +149,14 @@ export const CatalogProjection = defineProjection({
           }
           case "product.reservation_transferred": {
             const d = e.data
-            yield* advanceAndHold(d.productId, e.streamVersion, sql``, {
-              ownerId: d.toOwnerId,
-              quantity: d.quantity,
-              at,
-              from: d.fromOwnerId
-            })
+            yield* deferInTransaction(
+              advanceAndHold(d.productId, e.streamVersion, sql``, {
+                ownerId: d.toOwnerId,
+                quantity: d.quantity,
+                at,
+                from: d.fromOwnerId
+              })
+            )
             break
           }
           case "product.stock_consumed": {

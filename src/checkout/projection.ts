@@ -7,6 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { CustomerErased } from "../customers/index.js"
+import { deferInTransaction } from "../db/Sql.js"
 import { revealOr } from "../eventstore/EventType.js"
 import { defineProjection } from "../kernel/Projection.js"
 import { checkoutEventTypes } from "./events.js"
@@ -27,13 +28,13 @@ export const CheckoutsProjection = defineProjection({
         switch (e.type) {
           // Erasure (spec §4.2 rule 1): the customer's checkouts keep ids, lines and totals, not who or where.
           case "customer.erased":
-            yield* sql`UPDATE ${table} SET email = NULL, shipping_address = NULL, metadata = '{}'::jsonb
-              WHERE customer_id = ${e.data.customerId}`
+            yield* deferInTransaction(sql`UPDATE ${table} SET email = NULL, shipping_address = NULL, metadata = '{}'::jsonb
+              WHERE customer_id = ${e.data.customerId}`)
             break
           case "checkout.created": {
             const d = e.data
             const address = revealOr(d.shippingAddress, null)
-            yield* sql`INSERT INTO ${table} (checkout_id, status, payment_status, customer_id, email, shipping_address,
+            yield* deferInTransaction(sql`INSERT INTO ${table} (checkout_id, status, payment_status, customer_id, email, shipping_address,
                 currency, line_items, subtotal, total, capture_method, payment_intent_id, expires_at, metadata,
                 created_at, updated_at, version)
               VALUES (${d.checkoutId}, 'open', ${d.total === 0 ? "no_payment_required" : "unpaid"}, ${d.customerId},
@@ -41,24 +42,24 @@ export const CheckoutsProjection = defineProjection({
                 ${JSON.stringify(d.lineItems)}::jsonb, ${d.subtotal}, ${d.total}, ${d.captureMethod},
                 ${d.paymentIntentId}, ${d.expiresAt}, ${JSON.stringify(revealOr(d.metadata, {}))}::jsonb,
                 ${at}, ${at}, ${version})
-              ON CONFLICT (checkout_id) DO NOTHING`
+              ON CONFLICT (checkout_id) DO NOTHING`)
             break
           }
           case "checkout.processing":
           case "checkout.reopened":
-            yield* sql`UPDATE ${table} SET status = ${e.type === "checkout.processing" ? "processing" : "open"},
+            yield* deferInTransaction(sql`UPDATE ${table} SET status = ${e.type === "checkout.processing" ? "processing" : "open"},
                 updated_at = ${at}, version = ${version}
-              WHERE checkout_id = ${e.data.checkoutId} AND version < ${version}`
+              WHERE checkout_id = ${e.data.checkoutId} AND version < ${version}`)
             break
           case "checkout.completed":
-            yield* sql`UPDATE ${table} SET status = 'complete', payment_status = ${e.data.paymentStatus},
+            yield* deferInTransaction(sql`UPDATE ${table} SET status = 'complete', payment_status = ${e.data.paymentStatus},
                 order_id = ${e.data.orderId}, completed_at = ${at}, updated_at = ${at}, version = ${version}
-              WHERE checkout_id = ${e.data.checkoutId} AND version < ${version}`
+              WHERE checkout_id = ${e.data.checkoutId} AND version < ${version}`)
             break
           case "checkout.expired":
-            yield* sql`UPDATE ${table} SET status = 'expired', expired_at = ${at}, updated_at = ${at},
+            yield* deferInTransaction(sql`UPDATE ${table} SET status = 'expired', expired_at = ${at}, updated_at = ${at},
                 version = ${version}
-              WHERE checkout_id = ${e.data.checkoutId} AND version < ${version}`
+              WHERE checkout_id = ${e.data.checkoutId} AND version < ${version}`)
             break
         }
       }

@@ -11,6 +11,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { CustomerErased } from "../customers/index.js"
+import { deferInTransaction } from "../db/Sql.js"
 import { defineProjection } from "../kernel/Projection.js"
 import {
   evolve,
@@ -48,21 +49,21 @@ export const OrdersProjection = defineProjection({
       const orders = sql(target.table(ORDERS))
       for (const e of events) {
         if (e.type === "customer.erased") {
-          yield* sql`UPDATE ${orders} SET email = NULL,
+          yield* deferInTransaction(sql`UPDATE ${orders} SET email = NULL,
               state = state || '{"email": null, "shippingAddress": null, "metadata": {}}'::jsonb
-            WHERE customer_id = ${e.data.customerId}`
+            WHERE customer_id = ${e.data.customerId}`)
           continue
         }
         if (e.type === "order.placed") {
           const s = evolve(initialOrderState, e)
-          yield* sql`INSERT INTO ${orders} (order_id, display_id, checkout_id, customer_id, email, status,
+          yield* deferInTransaction(sql`INSERT INTO ${orders} (order_id, display_id, checkout_id, customer_id, email, status,
               payment_status, fulfillment_status, currency, total, amount_paid, amount_refunded, state,
               created_at, updated_at, version)
             VALUES (${s.orderId}, ${s.displayId}, ${s.checkoutId}, ${s.customerId}, ${s.email?.toLowerCase() ?? null},
               ${statusOf(s)}, ${paymentStatusOf(s)}, ${fulfillmentStatusOf(s)}, ${s.currency}, ${s.total},
               ${s.amountPaid}, 0, ${JSON.stringify(encodeState(s))}::jsonb, ${s.createdAt}, ${s.updatedAt},
               ${e.streamVersion})
-            ON CONFLICT (order_id) DO NOTHING`
+            ON CONFLICT (order_id) DO NOTHING`)
           continue
         }
         const rows = yield* sql<{ readonly state: unknown }>`SELECT state FROM ${orders}
@@ -70,8 +71,8 @@ export const OrdersProjection = defineProjection({
         const row = rows[0]
         if (row === undefined) continue
         const next = evolve(decodeState(row.state), e)
-        yield* sql`UPDATE ${orders} SET ${sql.update(columns(next))}, version = ${e.streamVersion}
-          WHERE order_id = ${e.data.orderId}`
+        yield* deferInTransaction(sql`UPDATE ${orders} SET ${sql.update(columns(next))}, version = ${e.streamVersion}
+          WHERE order_id = ${e.data.orderId}`)
       }
     })
 })

@@ -7,6 +7,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
+import { deferInTransaction } from "../db/Sql.js"
 import { defineProjection } from "../kernel/Projection.js"
 import { paymentEventTypes } from "./events.js"
 
@@ -48,7 +49,7 @@ export const PaymentsProjection = defineProjection({
           const d = e.data
           const s = next.data
           const nextAt = next.recordedAt
-          yield* sql`WITH i AS (
+          yield* deferInTransaction(sql`WITH i AS (
               INSERT INTO ${intents} AS t (payment_intent_id, amount, currency, status, capture_method, customer_id,
                 description, payment_method, metadata, processor, call_key_prefix, created_at, updated_at, version,
                 latest_payment_id)
@@ -64,25 +65,25 @@ export const PaymentsProjection = defineProjection({
               capture_method, payment_method, processor, description, metadata, created_at, updated_at)
             SELECT ${s.paymentId}, payment_intent_id, customer_id, amount, currency, 'pending', capture_method,
               ${json(s.paymentMethod)}::jsonb, processor, description, metadata, ${nextAt}, ${nextAt} FROM i
-            ON CONFLICT (payment_id) DO NOTHING`
+            ON CONFLICT (payment_id) DO NOTHING`)
           index++
           continue
         }
         switch (e.type) {
           case "payment_intent.created": {
             const d = e.data
-            yield* sql`INSERT INTO ${intents} (payment_intent_id, amount, currency, status, capture_method, customer_id,
+            yield* deferInTransaction(sql`INSERT INTO ${intents} (payment_intent_id, amount, currency, status, capture_method, customer_id,
                 description, payment_method, metadata, processor, call_key_prefix, created_at, updated_at, version)
               VALUES (${d.paymentIntentId}, ${d.amount}, ${d.currency},
                 ${d.paymentMethod === null ? "requires_payment_method" : "requires_confirmation"}, ${d.captureMethod},
                 ${d.customerId}, ${d.description}, ${json(d.paymentMethod)}::jsonb, ${JSON.stringify(d.metadata)}::jsonb,
                 ${d.processor}, ${d.callKeyPrefix ?? d.paymentIntentId}, ${at}, ${at}, ${v})
-              ON CONFLICT (payment_intent_id) DO NOTHING`
+              ON CONFLICT (payment_intent_id) DO NOTHING`)
             break
           }
           case "payment_intent.attempt_started": {
             const d = e.data
-            yield* sql`WITH i AS (
+            yield* deferInTransaction(sql`WITH i AS (
                 UPDATE ${intents} SET version = ${v}, updated_at = ${at}, status = 'processing',
                   payment_method = ${json(d.paymentMethod)}::jsonb, last_payment_error = NULL, next_action = NULL,
                   latest_payment_id = ${d.paymentId}
@@ -95,13 +96,13 @@ export const PaymentsProjection = defineProjection({
                 capture_method, payment_method, processor, description, metadata, created_at, updated_at)
               SELECT ${d.paymentId}, payment_intent_id, customer_id, amount, currency, 'pending', capture_method,
                 ${json(d.paymentMethod)}::jsonb, processor, description, metadata, ${at}, ${at} FROM i
-              ON CONFLICT (payment_id) DO NOTHING`
+              ON CONFLICT (payment_id) DO NOTHING`)
             break
           }
           case "payment_intent.payment_authorized": {
             const d = e.data
             const captured = d.captured ? d.amount : 0
-            yield* sql`WITH i AS (
+            yield* deferInTransaction(sql`WITH i AS (
                 UPDATE ${intents} SET version = ${v}, updated_at = ${at},
                   status = ${d.captured ? "succeeded" : "requires_capture"}, next_action = NULL,
                   amount_capturable = ${d.captured ? 0 : d.amount}, amount_received = amount_received + ${captured}
@@ -109,26 +110,26 @@ export const PaymentsProjection = defineProjection({
               UPDATE ${payments} SET status = ${d.captured ? "succeeded" : "authorized"},
                 processor_reference = ${d.processorReference}, amount_captured = ${captured}, authorized_at = ${at},
                 captured_at = ${d.captured ? at : null}, updated_at = ${at}
-              WHERE payment_id = ${d.paymentId} AND EXISTS (SELECT 1 FROM i)`
+              WHERE payment_id = ${d.paymentId} AND EXISTS (SELECT 1 FROM i)`)
             break
           }
           case "payment_intent.action_required": {
             const d = e.data
-            yield* sql`WITH i AS (
+            yield* deferInTransaction(sql`WITH i AS (
                 UPDATE ${intents} SET version = ${v}, updated_at = ${at}, status = 'requires_action',
                   next_action = ${JSON.stringify(d.nextAction)}::jsonb
                 WHERE ${ahead(d.paymentIntentId, v)} RETURNING 1)
               UPDATE ${payments} SET processor_reference = ${d.processorReference}, updated_at = ${at}
-              WHERE payment_id = ${d.paymentId} AND EXISTS (SELECT 1 FROM i)`
+              WHERE payment_id = ${d.paymentId} AND EXISTS (SELECT 1 FROM i)`)
             break
           }
           case "payment_intent.authentication_started":
-            yield* sql`UPDATE ${intents} SET version = ${v}, updated_at = ${at}, status = 'processing', next_action = NULL
-              WHERE ${ahead(e.data.paymentIntentId, v)}`
+            yield* deferInTransaction(sql`UPDATE ${intents} SET version = ${v}, updated_at = ${at}, status = 'processing', next_action = NULL
+              WHERE ${ahead(e.data.paymentIntentId, v)}`)
             break
           case "payment_intent.payment_failed": {
             const d = e.data
-            yield* sql`WITH i AS (
+            yield* deferInTransaction(sql`WITH i AS (
                 UPDATE ${intents} SET version = ${v}, updated_at = ${at}, status = 'requires_payment_method',
                   payment_method = NULL, next_action = NULL,
                   last_payment_error = jsonb_build_object('type', 'card_error', 'code', ${d.code}::text,
@@ -137,45 +138,45 @@ export const PaymentsProjection = defineProjection({
                 WHERE ${ahead(d.paymentIntentId, v)} RETURNING 1)
               UPDATE ${payments} SET status = 'failed', failure_code = ${d.code}, decline_code = ${d.declineCode},
                 failure_message = ${d.message}, updated_at = ${at}
-              WHERE payment_id = ${d.paymentId} AND EXISTS (SELECT 1 FROM i)`
+              WHERE payment_id = ${d.paymentId} AND EXISTS (SELECT 1 FROM i)`)
             break
           }
           case "payment_intent.payment_captured": {
             const d = e.data
-            yield* sql`WITH i AS (
+            yield* deferInTransaction(sql`WITH i AS (
                 UPDATE ${intents} SET version = ${v}, updated_at = ${at}, status = 'succeeded', amount_capturable = 0,
                   amount_received = amount_received + ${d.amount}
                 WHERE ${ahead(d.paymentIntentId, v)} RETURNING 1)
               UPDATE ${payments} SET status = 'succeeded', amount_captured = ${d.amount}, captured_at = ${at},
                 updated_at = ${at}
-              WHERE payment_id = ${d.paymentId} AND EXISTS (SELECT 1 FROM i)`
+              WHERE payment_id = ${d.paymentId} AND EXISTS (SELECT 1 FROM i)`)
             break
           }
           case "payment_intent.canceled": {
             const d = e.data
-            yield* sql`WITH i AS (
+            yield* deferInTransaction(sql`WITH i AS (
                 UPDATE ${intents} SET version = ${v}, updated_at = ${at}, status = 'canceled', next_action = NULL,
                   amount_capturable = 0, cancellation_reason = ${d.cancellationReason}, canceled_at = ${at}
                 WHERE ${ahead(d.paymentIntentId, v)} RETURNING 1)
               UPDATE ${payments} SET status = 'canceled', canceled_at = ${at}, updated_at = ${at}
-              WHERE payment_id = ${d.paymentId} AND EXISTS (SELECT 1 FROM i)`
+              WHERE payment_id = ${d.paymentId} AND EXISTS (SELECT 1 FROM i)`)
             break
           }
           case "payment_intent.refund_started": {
             const d = e.data
-            yield* sql`WITH i AS (
+            yield* deferInTransaction(sql`WITH i AS (
                 UPDATE ${intents} SET version = ${v}, updated_at = ${at}
                 WHERE ${ahead(d.paymentIntentId, v)} RETURNING payment_intent_id, currency)
               INSERT INTO ${refunds} (refund_id, payment_id, payment_intent_id, amount, currency, status, reason,
                 created_at, updated_at)
               SELECT ${d.refundId}, ${d.paymentId}, payment_intent_id, ${d.amount}, currency, 'pending', ${d.reason},
                 ${at}, ${at} FROM i
-              ON CONFLICT (refund_id) DO NOTHING`
+              ON CONFLICT (refund_id) DO NOTHING`)
             break
           }
           case "payment_intent.refund_succeeded": {
             const d = e.data
-            yield* sql`WITH i AS (
+            yield* deferInTransaction(sql`WITH i AS (
                 UPDATE ${intents} SET version = ${v}, updated_at = ${at}
                 WHERE ${ahead(d.paymentIntentId, v)} RETURNING 1),
               p AS (
@@ -185,21 +186,23 @@ export const PaymentsProjection = defineProjection({
                 WHERE payment_id = ${d.paymentId} AND EXISTS (SELECT 1 FROM i) RETURNING 1)
               UPDATE ${refunds} SET status = 'succeeded', processor_reference = ${d.processorReference},
                 updated_at = ${at}
-              WHERE refund_id = ${d.refundId} AND EXISTS (SELECT 1 FROM i)`
+              WHERE refund_id = ${d.refundId} AND EXISTS (SELECT 1 FROM i)`)
             break
           }
           case "payment_intent.refund_failed": {
             const d = e.data
-            yield* sql`WITH i AS (
+            yield* deferInTransaction(sql`WITH i AS (
                 UPDATE ${intents} SET version = ${v}, updated_at = ${at}
                 WHERE ${ahead(d.paymentIntentId, v)} RETURNING 1)
               UPDATE ${refunds} SET status = 'failed', failure_reason = ${d.failureReason}, updated_at = ${at}
-              WHERE refund_id = ${d.refundId} AND EXISTS (SELECT 1 FROM i)`
+              WHERE refund_id = ${d.refundId} AND EXISTS (SELECT 1 FROM i)`)
             break
           }
           // Calls started (capture, void) or refused (operation_failed) change only the intent's version.
           default:
-            yield* sql`UPDATE ${intents} SET version = ${v}, updated_at = ${at} WHERE ${ahead(e.data.paymentIntentId, v)}`
+            yield* deferInTransaction(
+              sql`UPDATE ${intents} SET version = ${v}, updated_at = ${at} WHERE ${ahead(e.data.paymentIntentId, v)}`
+            )
             break
         }
       }

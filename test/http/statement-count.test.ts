@@ -63,6 +63,12 @@ const RENEWAL_CEILING = 22
  * appended and projected: 25). 49 before the reads and the record were folded together.
  */
 const PURCHASE_CEILING = 36
+/**
+ * Round trips of that purchase on a PostgreSQL server: each transaction's BEGIN travels with its
+ * first statement, and the read-model writes (reservation hold, intent, checkout, order rows) with
+ * the statement after them or the COMMIT. 36 before (one per statement).
+ */
+const PURCHASE_ROUND_TRIPS = 25
 
 /** The statements of a steady-state `POST /user` with an API key holding write:customers. */
 const postUserStatements = Effect.gen(function* () {
@@ -206,6 +212,10 @@ layer(WiredHttp, { timeout: 120_000 })("statements per request", (it) => {
         expect(statements.length, statements.join("\n")).toBeLessThanOrEqual(PURCHASE_CEILING)
         // Three transactions: the checkout, the attempt started, the payment recorded with the order.
         expect(statements.filter((s) => s === "BEGIN")).toHaveLength(3)
+        // On a server each BEGIN and each read-model write travels with the statement after it.
+        const runs = yield* Effect.forEach([1, 2, 3], () => statementsOf(purchase))
+        const trips = Math.min(...runs.map((r) => r.roundTrips))
+        expect(trips).toBeLessThanOrEqual(ON_SERVER ? PURCHASE_ROUND_TRIPS : PURCHASE_CEILING)
       })
   )
 
