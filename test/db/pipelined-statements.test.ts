@@ -6,6 +6,7 @@
  * same order, the same errors (one statement later), and a connection that comes back clean.
  */
 import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Exit, Layer, Option, Redacted } from "effect"
 import { startCountingProxy } from "../../scripts/bench/pgwire.js"
@@ -69,6 +70,20 @@ const clean = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   )
 )
 
+/**
+ * `body` in a transaction once row 1 exists: it fails with the unique violation (a failure, not a
+ * defect), only row 1 remains, and the connection is outside any transaction.
+ */
+const refusedAfterOne = <A, R>(body: Effect.Effect<A, SqlError, R>) =>
+  Effect.gen(function* () {
+    yield* setUp
+    yield* transaction(insert(1, "one"))
+    const failed = yield* Effect.flip(transaction(body))
+    expect(isUniqueViolation(failed)).toBe(true)
+    expect(yield* labels).toEqual(["one"])
+    expect(yield* clean).toBe(true)
+  })
+
 describe.skipIf(!usingRealPostgres)("pipelined statements on a PostgreSQL server", () => {
   it.scoped("BEGIN travels with the first statement; a transaction that sends nothing costs nothing", () =>
     Effect.gen(function* () {
@@ -113,26 +128,12 @@ describe.skipIf(!usingRealPostgres)("pipelined statements on a PostgreSQL server
   it.scoped(
     "a deferred write's unique violation fails the transaction at its COMMIT; the connection comes back clean",
     () =>
-      Effect.gen(function* () {
-        yield* setUp
-        yield* transaction(insert(1, "one"))
-        const failed = yield* Effect.flip(transaction(Effect.zipRight(insert(2, "two"), insert(1, "again"))))
-        // A failure the caller can handle (Customers.create answers 409 to it), not a defect.
-        expect(isUniqueViolation(failed)).toBe(true)
-        expect(yield* labels).toEqual(["one"])
-        expect(yield* clean).toBe(true)
-      }).pipe(Effect.provide(Database))
+      // A failure the caller can handle (Customers.create answers 409 to it), not a defect.
+      refusedAfterOne(Effect.zipRight(insert(2, "two"), insert(1, "again"))).pipe(Effect.provide(Database))
   )
 
   it.scoped("a deferred write's error is the next statement's; nothing of the transaction remains", () =>
-    Effect.gen(function* () {
-      yield* setUp
-      yield* transaction(insert(1, "one"))
-      const failed = yield* Effect.flip(transaction(Effect.zipRight(insert(1, "again"), labels)))
-      expect(isUniqueViolation(failed)).toBe(true)
-      expect(yield* labels).toEqual(["one"])
-      expect(yield* clean).toBe(true)
-    }).pipe(Effect.provide(Database))
+    refusedAfterOne(Effect.zipRight(insert(1, "again"), labels)).pipe(Effect.provide(Database))
   )
 
   it.scoped("outside a transaction a deferred write runs where it stands", () =>
