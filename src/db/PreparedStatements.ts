@@ -20,7 +20,7 @@
  * The same client sends a transaction's BEGIN and its deferred writes ahead of its next statement,
  * in one round trip (PipelinedStatements.ts says how and why).
  */
-import pg from "pg"
+import type pg from "pg"
 import { SettlingClient } from "./InterruptedStatements.js"
 import { type Ahead, BEGIN, DEFERRED_MARK, noRows, PipelineQuery } from "./PipelinedStatements.js"
 
@@ -39,19 +39,6 @@ const isCallback = (value: unknown): value is Callback => typeof value === "func
 
 const sqlState = (error: unknown): unknown =>
   typeof error === "object" && error !== null && "code" in error ? error.code : undefined
-
-/**
- * A named statement, built from its text rather than from a `{ name, text, values }` config: pg
- * copies a config object property by property (2.4 µs a statement, and an object left in V8's slow
- * dictionary mode), a text it does not; a ready query is submitted as it is.
- */
-class NamedQuery extends pg.Query {
-  declare name: string
-  constructor(name: string, text: string, values: Array<unknown>) {
-    super(text, values)
-    this.name = name
-  }
-}
 
 /**
  * A `pg.Client` class whose parameterized statements are named (see the module comment); it settles
@@ -79,16 +66,21 @@ export const preparingClient = (limit: number): typeof pg.Client => {
     constructor(config?: string | pg.ClientConfig) {
       super(config)
       const query: (...args: ReadonlyArray<unknown>) => unknown = this.query.bind(this)
-      /** Sends `text` with what waits ahead of it, in one round trip. */
-      const pipelined = (
+      /**
+       * Sends `text` with what waits ahead of it, in one round trip; named when its text is
+       * preparable. A `PipelineQuery` is built from its text rather than from a `{ name, text,
+       * values }` config: pg copies a config property by property (2.4 µs a statement, and an
+       * object left in V8's slow dictionary mode), a ready query it submits as it is.
+       */
+      const send = (
         ahead: ReadonlyArray<Ahead>,
         text: string,
         values: Array<unknown>,
         callback: Callback
       ) => {
         const name = values.length === 0 ? undefined : nameFor(text)
-        const pipeline = new PipelineQuery(ahead, name, text, values)
-        return query(pipeline, (error: Error | null, result: unknown) => {
+        if (ahead.length === 0 && name === undefined) return query(text, values, callback)
+        return query(new PipelineQuery(ahead, name, text, values), (error: Error | null, result: unknown) => {
           if (error !== null && STALE_STATEMENT.has(String(sqlState(error)))) {
             // Which of them went stale the error does not say: all parse again under new names.
             for (const statement of [...ahead, { name, text }])
@@ -129,7 +121,7 @@ export const preparingClient = (limit: number): typeof pg.Client => {
           }
           // Deferred writes are dropped by a ROLLBACK (the server never saw them).
           if (text === "ROLLBACK" || ahead.length === 0) return query(text, values, callback)
-          return pipelined(ahead, text, values, (error, result) => {
+          return send(ahead, text, values, (error, result) => {
             if (error === null) return callback(null, result)
             // A write ahead failed: the COMMIT never ran and the transaction is still open, aborted.
             query("ROLLBACK", [], () => callback(error, undefined))
@@ -137,36 +129,16 @@ export const preparingClient = (limit: number): typeof pg.Client => {
         }
         if (text.startsWith(DEFERRED_MARK)) {
           const statement = text.slice(DEFERRED_MARK.length)
-          if (!this.open) return this.prepared(query, statement, values, callback)
+          if (!this.open) return send([], statement, values, callback)
           this.ahead.push({ name: nameFor(statement), text: statement, values })
           callback(null, noRows("DEFERRED"))
           return undefined
         }
-        if (this.ahead.length > 0) {
-          const ahead = this.ahead
-          this.ahead = []
-          return pipelined(ahead, text, values, callback)
-        }
-        return this.prepared(query, text, values, callback)
+        const ahead = this.ahead
+        if (ahead.length > 0) this.ahead = []
+        return send(ahead, text, values, callback)
       }
       Object.defineProperty(this, "query", { value: named, writable: true, configurable: true })
-    }
-
-    /** A statement on its own round trip, named when its text is preparable. */
-    private prepared(
-      query: (...args: ReadonlyArray<unknown>) => unknown,
-      text: string,
-      values: Array<unknown>,
-      callback: Callback
-    ): unknown {
-      const name = values.length === 0 ? undefined : nameFor(text)
-      if (name === undefined) return query(text, values, callback)
-      return query(new NamedQuery(name, text, values), (error: Error | null, result: unknown) => {
-        if (error !== null && STALE_STATEMENT.has(String(sqlState(error))) && names.get(text) === name) {
-          names.delete(text)
-        }
-        callback(error, result)
-      })
     }
 
     /**

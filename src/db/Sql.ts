@@ -67,7 +67,7 @@ export const optionalColumn = <A>(column: string, value: A | undefined): Record<
  */
 export const executeInTransaction = <A extends object>(
   statement: Statement.Statement<A>
-): Effect.Effect<ReadonlyArray<A>, SqlError> => onTransactionConnection(statement, "")
+): Effect.Effect<ReadonlyArray<A>, SqlError> => onTransactionConnection(statement, false)
 
 /**
  * `executeInTransaction` for a write whose rows nobody reads: on a PostgreSQL server it travels
@@ -79,11 +79,11 @@ export const executeInTransaction = <A extends object>(
  * runs where it stands.
  */
 export const deferInTransaction = (statement: Statement.Statement<object>): Effect.Effect<void, SqlError> =>
-  Effect.asVoid(onTransactionConnection(statement, DEFERRED_MARK))
+  Effect.asVoid(onTransactionConnection(statement, true))
 
 const onTransactionConnection = <A extends object>(
   statement: Statement.Statement<A>,
-  mark: string
+  defer: boolean
 ): Effect.Effect<ReadonlyArray<A>, SqlError> =>
   Effect.withFiberRuntime((fiber) => {
     const connection = Context.getOption(fiber.currentContext, SqlClient.TransactionConnection)
@@ -97,7 +97,7 @@ const onTransactionConnection = <A extends object>(
     }
     const [text, params] = statement.compile()
     const deferred =
-      mark !== "" &&
+      defer &&
       Context.getOption(fiber.currentContext, AfterCommit).pipe(Option.exists((r) => r.deferWrites === true))
-    return connection.value[0].execute(deferred ? mark + text : text, params, undefined)
+    return connection.value[0].execute(deferred ? DEFERRED_MARK + text : text, params, undefined)
   })

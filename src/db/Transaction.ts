@@ -157,8 +157,8 @@ export const openTransaction: Effect.Effect<OwnedTransaction, SqlError, SqlClien
  * `sql.withTransaction` without its span, for when tracing is off (the span would be the no-op span):
  * the same steps — a reserved connection, BEGIN, the effect (interruptible as the caller's) with the
  * connection as the transaction's, COMMIT on success (its failure is the transaction's) or ROLLBACK
- * (its failure a defect, as there), the connection released — in about half the fiber steps. `registry` is provided in the
- * same context, so joined writers find it.
+ * (its failure a defect, as there), the connection released — in about half the fiber steps.
+ * `registry` is provided in the same context, so joined writers find it.
  */
 const untracedTransaction = <A, E, R>(
   sql: SqlClient.SqlClient,
