@@ -36,4 +36,15 @@ export const compare = (a: Checkpoint, b: Checkpoint): number => {
   return a.position === b.position ? 0 : a.position < b.position ? -1 : 1
 }
 
+/**
+ * `checkpoint`, or `scannedTo` ("<xid>:<position>", as a horizon query answers; null: none) when
+ * that lies after it.
+ */
+export const laterOf = (checkpoint: Checkpoint, scannedTo: string | null): Checkpoint => {
+  const match = scannedTo === null ? null : /^(\d{1,20}):(\d{1,20})$/.exec(scannedTo)
+  if (!match?.[1] || !match[2]) return checkpoint
+  const candidate = { xid: match[1], position: Number(match[2]) }
+  return compare(candidate, checkpoint) > 0 ? candidate : checkpoint
+}
+
 export const CheckpointString = Schema.String.pipe(Schema.pattern(/^\d{1,20}:\d{1,20}$/))

@@ -11,7 +11,7 @@ import { executeInTransaction, textArray, withTransactionState } from "../db/Sql
 import { afterCommit, reportConflict } from "../db/Transaction.js"
 import { AppendSignal } from "./AppendSignal.js"
 import { AppendWatchers } from "./AppendWatchers.js"
-import type { Checkpoint } from "./Checkpoint.js"
+import { type Checkpoint, laterOf } from "./Checkpoint.js"
 import { type AnyEventType, EVENT_TYPE_NAME, isShredded } from "./EventType.js"
 import {
   type AppendError,
@@ -126,7 +126,11 @@ export interface ReadAllOptions {
 
 export interface ReadAllResult {
   readonly events: ReadonlyArray<StoredEvent>
-  /** Checkpoint after the last returned event (unchanged when nothing was returned). */
+  /**
+   * Where the next read starts: after the last returned event or, when a filtered gap-safe read
+   * returned fewer than `limit` events, after the last event below the horizon it scanned up to
+   * (unchanged when nothing was scanned).
+   */
   readonly checkpoint: Checkpoint
 }
 
@@ -371,6 +375,12 @@ export const makeEventStore = Effect.gen(function* () {
   const watchers = yield* AppendWatchers
   const streamBatch = sql.literal(batchText("stream_version"))
   const feedBatch = sql.literal(batchText("transaction_id, global_position"))
+  // The last event below the gap-safe horizon, as "<xid>:<position>" (one backward index probe).
+  const horizonQuery = sql.literal(
+    `SELECT transaction_id::text || ':' || global_position FROM event_store.events
+      WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+      ORDER BY transaction_id DESC, global_position DESC LIMIT 1`
+  )
   const streamsBatch = sql.literal(batchText("stream_id, stream_version"))
 
   /**
@@ -866,13 +876,26 @@ export const makeEventStore = Effect.gen(function* () {
         if (options.eventTypes && options.eventTypes.length > 0)
           filters.push(sql`event_type = ANY(${options.eventTypes})`)
         if (options.streamId !== undefined) filters.push(sql`stream_id = ${options.streamId}`)
-        const [batch] = yield* sql<{ events: string | null }>`
-          SELECT ${feedBatch} AS events
-            FROM (SELECT * FROM event_store.events WHERE ${sql.and(filters)}
-                   ORDER BY transaction_id, global_position LIMIT ${options.limit}) e`
+        // A filtered gap-safe read also asks for the last event below the horizon, in the same
+        // snapshot: when fewer than `limit` events match, every event up to it was scanned and none
+        // other matched, so the checkpoint moves there. Otherwise a reader of rare types would scan
+        // every event since its last match again on each poll (cost growing with the log).
+        const horizonToo =
+          options.horizon !== "visible" &&
+          ((options.eventTypes !== undefined && options.eventTypes.length > 0) ||
+            options.streamId !== undefined)
+        const [batch] = yield* sql<{ events: string | null; horizon: string | null }>`
+          SELECT (SELECT ${feedBatch}
+                    FROM (SELECT * FROM event_store.events WHERE ${sql.and(filters)}
+                           ORDER BY transaction_id, global_position LIMIT ${options.limit}) e) AS events,
+                 ${horizonToo ? sql`(${horizonQuery})` : sql`NULL`} AS horizon`
         const events = yield* decrypt(parseBatch(batch?.events), batch?.events)
         const last = events[events.length - 1]
-        return { events, checkpoint: last ? checkpointOf(last) : options.after }
+        const checkpoint = last ? checkpointOf(last) : options.after
+        return {
+          events,
+          checkpoint: events.length < options.limit ? laterOf(checkpoint, batch?.horizon ?? null) : checkpoint
+        }
       }),
 
     streamInfo: (streamId) =>

@@ -6,7 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
-import type { Checkpoint } from "./Checkpoint.js"
+import { type Checkpoint, laterOf } from "./Checkpoint.js"
 
 /** A public event to insert (its `evt_…` id is chosen by the caller, deterministically). */
 export interface PublicEventRow {
@@ -70,7 +70,10 @@ export interface ReadPublicEventsOptions {
 
 export interface ReadPublicEventsResult {
   readonly events: ReadonlyArray<PublicEvent>
-  /** Checkpoint after the last returned event (unchanged when nothing was returned). */
+  /**
+   * Where the next read starts: after the last returned event or, when a filtered read returned
+   * fewer than `limit` events, after the last event below the horizon it scanned up to.
+   */
   readonly checkpoint: Checkpoint
 }
 
@@ -87,9 +90,40 @@ export const readPublicEvents = (
       sql`(transaction_id, position) > (${options.after.xid}::xid8, ${options.after.position})`,
       sql`transaction_id < pg_snapshot_xmin(pg_current_snapshot())`
     ]
-    if (options.types && options.types.length > 0) filters.push(sql`type = ANY(${options.types})`)
-    const events = yield* sql<PublicEvent>`SELECT ${sql.literal(COLUMNS)} FROM event_store.public_events
-      WHERE ${sql.and(filters)} ORDER BY transaction_id, position LIMIT ${options.limit}`
-    const last = events[events.length - 1]
-    return { events, checkpoint: last ? { xid: last.transactionId, position: last.position } : options.after }
+    if (!options.types || options.types.length === 0) {
+      const events = yield* sql<PublicEvent>`SELECT ${sql.literal(COLUMNS)} FROM event_store.public_events
+        WHERE ${sql.and(filters)} ORDER BY transaction_id, position LIMIT ${options.limit}`
+      return { events, checkpoint: after(events, options.after) }
+    }
+    // Filtered: the last event below the horizon comes too (same snapshot), so a reader of rare
+    // types moves past the events it skipped instead of scanning them again on every poll.
+    filters.push(sql`type = ANY(${options.types})`)
+    const rows = yield* sql<
+      { readonly [K in keyof PublicEvent]: PublicEvent[K] | null } & { readonly horizon: string | null }
+    >`
+      SELECT ${sql.literal(COLUMNS)}, h.horizon
+        FROM (SELECT (SELECT transaction_id::text || ':' || position FROM event_store.public_events
+                       WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+                       ORDER BY transaction_id DESC, position DESC LIMIT 1) AS horizon) h
+        LEFT JOIN LATERAL (
+          SELECT * FROM event_store.public_events
+           WHERE ${sql.and(filters)} ORDER BY transaction_id, position LIMIT ${options.limit}) p ON true
+       ORDER BY p.transaction_id, p.position`
+    const horizon = rows[0]?.horizon ?? null
+    const events: Array<PublicEvent> = []
+    for (const row of rows) {
+      const { horizon: _, ...event } = row
+      if (isEvent(event)) events.push(event)
+    }
+    const checkpoint = after(events, options.after)
+    return { events, checkpoint: events.length < options.limit ? laterOf(checkpoint, horizon) : checkpoint }
   })
+
+/** A row of the LEFT JOIN above that holds an event (the columns of none are all null). */
+const isEvent = (row: { readonly [K in keyof PublicEvent]: PublicEvent[K] | null }): row is PublicEvent =>
+  row.id !== null
+
+const after = (events: ReadonlyArray<PublicEvent>, start: Checkpoint): Checkpoint => {
+  const last = events[events.length - 1]
+  return last ? { xid: last.transactionId, position: last.position } : start
+}

@@ -11,7 +11,7 @@ import { Cause, Duration, Effect, Option, Queue, Schedule } from "effect"
 import type { AppConfig } from "../config.js"
 import { transaction } from "../db/Transaction.js"
 import { AppendSignal } from "../eventstore/AppendSignal.js"
-import { type Checkpoint, origin } from "../eventstore/Checkpoint.js"
+import { type Checkpoint, compare, origin } from "../eventstore/Checkpoint.js"
 import { EventStore, type StoredEvent } from "../eventstore/EventStore.js"
 import { type PublicEvent, readPublicEvents } from "../eventstore/PublicEvents.js"
 import { isConcurrencyConflict } from "../kernel/CommandRunner.js"
@@ -136,13 +136,14 @@ export function subscriptionProcessor<E, R>(
       }
       yield* transaction(
         Effect.gen(function* () {
-          yield* handle(batch.rows, context)
+          // No rows: only the checkpoint moves, past events of types this subscription skips.
+          if (batch.rows.length > 0) yield* handle(batch.rows, context)
           const at = yield* now
-          // Fenced by the lease and by the checkpoint we read from (an operator reset wins too).
+          // Fenced by the lease and by the checkpoint the row holds (an operator reset wins too).
           const updated = yield* Effect.uninterruptible(sql`
             UPDATE event_store.subscriptions
                SET last_xid = ${batch.checkpoint.xid}::xid8, last_position = ${batch.checkpoint.position},
-                   last_event_at = ${batch.lastEventAt}, error = NULL, updated_at = ${at}
+                   last_event_at = COALESCE(${batch.lastEventAt}, last_event_at), error = NULL, updated_at = ${at}
              WHERE subscription_id = ${options.name} AND owner = ${lease.owner}
                AND generation = ${lease.generation}
                AND last_xid = ${from.xid}::xid8 AND last_position = ${from.position}
@@ -179,15 +180,28 @@ export function subscriptionProcessor<E, R>(
   const session = (lease: AcquiredLease, wake: Queue.Dequeue<void>) =>
     Effect.gen(function* () {
       yield* Effect.logDebug(`subscription ${options.name}: lease taken (generation ${lease.generation})`)
+      // The row's checkpoint (what a commit is fenced by) and where the next read starts: a
+      // filtered read moves past the events it skipped, and that is written down only with the
+      // next batch or every SKIPPED_CHECKPOINT_EVERY_MS (a restart just scans them once more).
+      let stored = lease.checkpoint
+      let storedAt = yield* nowMillis
       let checkpoint = lease.checkpoint
       let delay = minPoll
       while (true) {
         // Our own statements are short and never interrupted: cancelling a query needs a second
         // connection, which the embedded database (one connection) does not have.
         const batch = yield* Effect.uninterruptible(read(checkpoint))
+        const at = yield* nowMillis
+        if (
+          batch.rows.length > 0 ||
+          (at - storedAt >= SKIPPED_CHECKPOINT_EVERY_MS && compare(batch.checkpoint, stored) > 0)
+        ) {
+          yield* commit(lease, stored, batch)
+          stored = batch.checkpoint
+          storedAt = at
+        }
+        checkpoint = batch.checkpoint
         if (batch.rows.length > 0) {
-          yield* commit(lease, checkpoint, batch)
-          checkpoint = batch.checkpoint
           delay = minPoll
           if (batch.rows.length >= batchSize) continue
         }
@@ -231,6 +245,9 @@ export function subscriptionProcessor<E, R>(
     status: subscriptionStatus(spec)
   }
 }
+
+/** How often a checkpoint moved past skipped events only is written down (see `session`). */
+const SKIPPED_CHECKPOINT_EVERY_MS = 5_000
 
 /**
  * Lag is counted up to this many events: status and /metrics stay one bounded index scan even for a

@@ -2,6 +2,7 @@ import { SqlClient } from "@effect/sql"
 import { layer } from "@effect/vitest"
 import { Deferred, Effect, Fiber } from "effect"
 import { expect } from "vitest"
+import * as Checkpoint from "../../src/eventstore/Checkpoint.js"
 import { origin } from "../../src/eventstore/Checkpoint.js"
 import {
   insertPublicEvents,
@@ -57,7 +58,18 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("PublicEv
       expect(none.checkpoint).toEqual(rest.checkpoint)
 
       const typed = yield* readPublicEvents({ after: origin, limit: 10, types: ["customer.updated"] })
-      expect(typed.events.map((e) => e.id)).toEqual(["evt_2"])
+      expect(typed.events).toEqual([e2])
+      // A filtered read that got fewer than its limit moves past everything it scanned (evt_3 too).
+      expect(Checkpoint.compare(typed.checkpoint, rest.checkpoint)).toBeGreaterThanOrEqual(0)
+      const nothing = yield* readPublicEvents({ after: origin, limit: 10, types: ["nope.never"] })
+      expect(nothing.events).toEqual([])
+      expect(Checkpoint.compare(nothing.checkpoint, rest.checkpoint)).toBeGreaterThanOrEqual(0)
+      // A full batch ends at its last match: the next read resumes there.
+      const one = yield* readPublicEvents({ after: origin, limit: 1, types: ["order.created"] })
+      expect(one.events.map((e) => e.id)).toEqual(["evt_1"])
+      expect(one.checkpoint).toEqual({ xid: e1?.transactionId, position: e1?.position })
+      const next = yield* readPublicEvents({ after: one.checkpoint, limit: 10, types: ["order.created"] })
+      expect(next.events.map((e) => e.id)).toEqual(["evt_3"])
     })
   )
 

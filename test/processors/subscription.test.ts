@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { layer } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Option, Ref, Schema, TestClock } from "effect"
+import { Deferred, Effect, Fiber, Option, Ref, Schema, TestClock, TestServices } from "effect"
 import { expect } from "vitest"
 import { AppendSignal } from "../../src/eventstore/AppendSignal.js"
 import { origin } from "../../src/eventstore/Checkpoint.js"
@@ -442,6 +442,46 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("subscrip
         yield* Fiber.interrupt(fiber)
       })
     )
+  )
+
+  it.effect(
+    "a filtered subscription moves past the events it skips: written down with its next batch, or after 5 s",
+    () =>
+      withTestClock(
+        Effect.gen(function* () {
+          yield* setup
+          const Rare = defineEvent("probe.rare_happened", { schema: Schema.Struct({ n: Schema.Number }) })
+          const p = subscriptionProcessor({
+            name: "skipping",
+            source: "events",
+            eventTypes: [Rare.type],
+            owner: "node-a",
+            ...fast,
+            handle: recordHandler("skipping")
+          })
+          const fiber = yield* Effect.fork(p.run)
+          yield* eventually(Effect.map(subscriptionRow("skipping"), (r) => r?.owner === "node-a"))
+          const noise = yield* appendMany("skipping-noise", 3)
+          const lastNoise = noise[noise.length - 1]?.lastPosition ?? Number.MAX_SAFE_INTEGER
+          // Polls that only skip write nothing (the clock has not moved)…
+          yield* TestServices.provideLive(Effect.sleep("300 millis"))
+          expect((yield* subscriptionRow("skipping"))?.lastPosition).toBe(0)
+          // …until 5 s later: the row moves past the skipped events, and none was handled.
+          yield* nudging(
+            Effect.map(subscriptionRow("skipping"), (r) => (r?.lastPosition ?? 0) >= lastNoise),
+            "1 second"
+          )
+          expect(yield* handled("skipping")).toEqual([])
+          // A matching event is handled once, and its batch writes the checkpoint at once.
+          const [rare] = yield* appendMany("skipping", 1, { type: Rare })
+          yield* nudging(handledCount("skipping", 1))
+          expect((yield* handled("skipping")).map((r) => r.eventId)).toEqual(rare?.eventIds)
+          expect((yield* subscriptionRow("skipping"))?.lastPosition).toBeGreaterThanOrEqual(
+            rare?.lastPosition ?? Number.MAX_SAFE_INTEGER
+          )
+          yield* Fiber.interrupt(fiber)
+        })
+      )
   )
 
   it.effect("a public_events subscription reads public events, filtered by type", () =>
