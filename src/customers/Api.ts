@@ -135,7 +135,7 @@ export const CustomerListParams = Schema.Struct({
   since: Schema.optional(Instant("since"))
 })
 
-const NewCustomer = Schema.Struct({
+export const NewCustomer = Schema.Struct({
   email: EmailSchema,
   firstName: Text("firstName"),
   lastName: Text("lastName"),

@@ -2,8 +2,8 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { CurrentActor } from "../http/Auth.js"
-import { encodeJson, fastGet } from "../http/FastRoutes.js"
-import { Customer, CustomersRoutes } from "./Api.js"
+import { encodeJson, fastGet, fastPost } from "../http/FastRoutes.js"
+import { CreatedCustomer, Customer, CustomersRoutes, NewCustomer } from "./Api.js"
 import { Customers } from "./Customers.js"
 
 export const CustomersHttpLive = HttpApiBuilder.group(CustomersRoutes, "customers", (handlers) =>
@@ -29,9 +29,18 @@ export const CustomersHttpLive = HttpApiBuilder.group(CustomersRoutes, "customer
   })
 )
 
-/** `GET /user/:id` before the router (http/FastRoutes.ts): the `get` handler's lookup, its encoding. */
+/**
+ * Before the router (http/FastRoutes.ts): `GET /user/:id` (the `get` handler's lookup, its encoding)
+ * and `POST /user` (the `create` handler's command, its payload and success schemas, its 201).
+ */
 export const CustomersFastRoutes = Effect.gen(function* () {
   const customers = yield* Customers
   const encode = encodeJson(Customer)
-  return [yield* fastGet("/user/:id", (actor, id) => Effect.map(customers.get(actor, id), encode))]
+  const encodeCreated = encodeJson(CreatedCustomer)
+  return [
+    yield* fastGet("/user/:id", (actor, id) => Effect.map(customers.get(actor, id), encode)),
+    yield* fastPost("/user", NewCustomer, 201, (actor, input) =>
+      Effect.map(customers.create(actor, input), encodeCreated)
+    )
+  ]
 })

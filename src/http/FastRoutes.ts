@@ -10,22 +10,47 @@
  * and the route stays in the HttpApi (its document, its handler), which answers whatever a fast route
  * does not take: a query string, an encoded or trailing-slash path, another method. Tests compare the
  * two answers byte for byte.
+ *
+ * A fast command (`POST /user`, the hottest write) is answered the same way once `apiMiddleware` has
+ * checked its body (size, type, JSON): a body its payload schema decodes runs the handler's use case
+ * and is encoded by its success schema, with its status. Everything else — a body the schema refuses
+ * (the router's decode error is the answer), an `Idempotency-Key` (the idempotency guard claims it),
+ * a query string — goes on to the guards and the router. The choice is made before any guard runs,
+ * so a request meets each guard once either way.
  */
 import { HttpApi, type HttpApiGroup, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import type { ReadCache } from "../kernel/ReadCache.js"
 import { type AuthenticatedActor, authorize, CredentialVerifier, RouteScopes, routeKey } from "./Auth.js"
 import { type HttpError, type NotFound, statusOfHttpError } from "./errors.js"
+import { IDEMPOTENCY_KEY_HEADER } from "./Idempotency.js"
 import { databaseOutage } from "./middleware.js"
 
-/** A route answered before the router: `GET <prefix><one path segment>`. */
-export interface FastRoute {
+/** A route answered before the router: `GET <prefix><one path segment>`, or a fast command. */
+export type FastRoute = FastRead | FastCommand
+
+/** `GET <prefix><one path segment>`. */
+export interface FastRead {
+  readonly method: "GET"
   /** The HttpApi path it answers, `/v1/products/:id`: a literal prefix, then one parameter. */
   readonly path: string
   readonly answer: (
     request: HttpServerRequest.HttpServerRequest,
     param: string
   ) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
+}
+
+/** `POST <literal path>` with a JSON body. */
+export interface FastCommand {
+  readonly method: "POST"
+  readonly path: string
+  /** The answer to `body` (the parsed JSON), or `undefined` when the router must answer it. */
+  readonly answer: (
+    request: HttpServerRequest.HttpServerRequest,
+    body: unknown
+  ) =>
+    | Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
+    | undefined
 }
 
 /** The fast routes of every context (none by default). */
@@ -68,8 +93,8 @@ export const cachedLookup = <Row, V extends { readonly bytes: JsonBytes }, E, R>
         : Effect.fail(options.notFound)
   )
 
-const okResponse = (body: JsonBytes) =>
-  HttpServerResponse.uint8Array(body, { status: 200, contentType: "application/json" })
+const okResponse = (body: JsonBytes, status = 200) =>
+  HttpServerResponse.uint8Array(body, { status, contentType: "application/json" })
 
 /** An HTTP error as the platform answers it: its status, its `{ error }` body (normalized on the way out). */
 const errorResponse = (error: HttpError) =>
@@ -99,8 +124,42 @@ export const fastGet = (
         Effect.match({ onFailure: errorResponse, onSuccess: okResponse })
       )
     return {
+      method: "GET",
       path,
       answer: (request, param) => databaseOutage(serve(request, param))
+    }
+  })
+
+/**
+ * A fast `POST <path>` (a literal path) of a JSON body: a body its `payload` schema decodes (as the
+ * router decodes it: `Schema.decodeUnknown`, default options) is authenticated and authorized as
+ * the route's `Authentication` middleware would, then answered with `run(actor, payload)`'s bytes
+ * and `status`, or its HTTP error. A body the schema refuses is left to the router, whose answer is
+ * the one error body of a decode failure (after the same credential check, as there).
+ */
+export const fastPost = <A, I>(
+  path: string,
+  payload: Schema.Schema<A, I>,
+  status: number,
+  run: (actor: AuthenticatedActor, payload: A) => Effect.Effect<JsonBytes, HttpError>
+): Effect.Effect<FastRoute, never, CredentialVerifier | RouteScopes> =>
+  Effect.gen(function* () {
+    const verifier = yield* CredentialVerifier
+    const rule = (yield* RouteScopes).get(routeKey("POST", path))
+    const decode = Schema.decodeUnknownOption(payload)
+    return {
+      method: "POST",
+      path,
+      answer: (request, body) => {
+        const decoded = decode(body)
+        if (Option.isNone(decoded)) return undefined
+        return databaseOutage(
+          authorize(verifier, rule, request.headers.authorization).pipe(
+            Effect.flatMap((actor) => run(actor, decoded.value)),
+            Effect.match({ onFailure: errorResponse, onSuccess: (bytes) => okResponse(bytes, status) })
+          )
+        )
+      }
     }
   })
 
@@ -134,9 +193,10 @@ export const fastRouteMatcher = (
   routes: ReadonlyArray<FastRoute>,
   literals: ReadonlySet<string>
 ): FastRouteMatcher | undefined => {
-  if (routes.length === 0) return undefined
-  const byPrefix = new Map<string, FastRoute>()
-  for (const route of routes) {
+  const reads = routes.filter((route): route is FastRead => route.method === "GET")
+  if (reads.length === 0) return undefined
+  const byPrefix = new Map<string, FastRead>()
+  for (const route of reads) {
     const colon = route.path.lastIndexOf("/:")
     if (colon < 0) throw new Error(`a fast route ends in /:param: ${route.path}`)
     byPrefix.set(route.path.slice(0, colon + 1), route)
@@ -149,5 +209,28 @@ export const fastRouteMatcher = (
     if (route === undefined || literals.has(url)) return undefined
     const param = url.slice(slash + 1)
     return PLAIN_SEGMENT.test(param) ? route.answer(request, param) : undefined
+  }
+}
+
+/** Picks the fast answer of a request with a JSON body, or `undefined` to leave it to the router. */
+export type FastCommandMatcher = (
+  request: HttpServerRequest.HttpServerRequest,
+  body: unknown
+) =>
+  | Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
+  | undefined
+
+/**
+ * The matcher of the fast commands among `routes`: a `POST` to exactly a route's path (no query
+ * string) that asks for no idempotent replay (an `Idempotency-Key` is the guard's to claim, so such
+ * a request goes to the router); everything else is left to the router (`undefined`).
+ */
+export const fastCommandMatcher = (routes: ReadonlyArray<FastRoute>): FastCommandMatcher | undefined => {
+  const byPath = new Map<string, FastCommand>()
+  for (const route of routes) if (route.method === "POST") byPath.set(route.path, route)
+  if (byPath.size === 0) return undefined
+  return (request, body) => {
+    if (request.method !== "POST" || request.headers[IDEMPOTENCY_KEY_HEADER] !== undefined) return undefined
+    return byPath.get(request.url)?.answer(request, body)
   }
 }

@@ -19,8 +19,10 @@ import { AppConfig } from "../config.js"
 import { HttpMetrics, HttpMetricsLive, METRICS_PATH, MetricsRouteLive } from "../observability/Metrics.js"
 import { errorBody } from "./errors.js"
 import {
+  type FastCommandMatcher,
   type FastRouteMatcher,
   FastRoutes,
+  fastCommandMatcher,
   fastRouteMatcher,
   literalGetPaths,
   NoFastRoutes
@@ -48,6 +50,20 @@ export const guardedFastRoutes = (match: FastRouteMatcher | undefined) =>
     ? undefined
     : (request: HttpServerRequest.HttpServerRequest) => {
         const answer = match(request)
+        return answer === undefined ? undefined : rateLimits(answer)
+      }
+
+/**
+ * The fast commands' answers (http/FastRoutes.ts), for `apiMiddleware` to give after the body
+ * checks, behind the rate limits (the matcher leaves a request with an idempotency key to the
+ * router's guard). A request is matched before any guard runs, so one the router answers after all
+ * meets each guard once.
+ */
+export const guardedFastCommands = (match: FastCommandMatcher | undefined) =>
+  match === undefined
+    ? undefined
+    : (request: HttpServerRequest.HttpServerRequest, body: unknown) => {
+        const answer = match(request, body)
         return answer === undefined ? undefined : rateLimits(answer)
       }
 
@@ -88,10 +104,14 @@ export const httpAppLayer = <
       // Once, at start-up: which methods each path answers, for the 405s' Allow header.
       const allow = allowedMethods(api, RAW_ROUTES)
       const fast = guardedFastRoutes(fastRouteMatcher(routes, literalGetPaths(api)))
+      const fastBody = guardedFastCommands(fastCommandMatcher(routes))
       return HttpApiBuilder.serve((app) =>
-        apiMiddleware({ onResponse: metrics.record, allow, ...(fast === undefined ? {} : { fast }) })(
-          requestGuards(app)
-        )
+        apiMiddleware({
+          onResponse: metrics.record,
+          allow,
+          ...(fast === undefined ? {} : { fast }),
+          ...(fastBody === undefined ? {} : { fastBody })
+        })(requestGuards(app))
       )
     })
   ).pipe(

@@ -17,7 +17,7 @@ import {
   HttpServerRequest,
   HttpServerResponse
 } from "@effect/platform"
-import { Cause, Context, Effect, FiberRef, HashMap, LogLevel, Option, Tracer } from "effect"
+import { Cause, Context, Effect, Either, FiberRef, HashMap, LogLevel, Option, Tracer } from "effect"
 import { REQUEST_ID_ANNOTATION } from "../base/RequestId.js"
 import { unreachableInCause, unreachableReason } from "../db/Reachability.js"
 import {
@@ -103,29 +103,44 @@ export const routePath = (url: string) => {
   return path.toLowerCase()
 }
 
+/** A body `checkBody` let through: its JSON value, when it is a JSON body. */
+interface CheckedBody {
+  readonly json: Option.Option<unknown>
+}
+
+const NO_JSON: CheckedBody = { json: Option.none() }
+
 /**
  * Reads and checks the body up front (the platform caches the text, so handlers read it again for
- * free). Returns a response when the request must be refused.
+ * free). Returns a response when the request must be refused, else the body's JSON value if any.
  */
-const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
+const checkBody = (
+  request: HttpServerRequest.HttpServerRequest
+): Effect.Effect<Either.Either<CheckedBody, HttpServerResponse.HttpServerResponse>> =>
+  Effect.map(refuseBody(request), (checked) =>
+    checked.refusal === undefined ? Either.right(checked) : Either.left(checked.refusal)
+  )
+
+const refuseBody = (
+  request: HttpServerRequest.HttpServerRequest
+): Effect.Effect<CheckedBody & { readonly refusal?: HttpServerResponse.HttpServerResponse }> =>
   Effect.gen(function* () {
+    let json: Option.Option<unknown> = Option.none()
     const length = request.headers["content-length"]
     const chunked = /chunked/i.test(request.headers["transfer-encoding"] ?? "")
     if (length !== undefined && !/^\d+$/.test(length)) {
-      return Option.some(fail(400, "invalid_content_length", "Content-Length must be a non-negative integer"))
+      return refused(fail(400, "invalid_content_length", "Content-Length must be a non-negative integer"))
     }
     if (length !== undefined && Number(length) > MAX_BODY_BYTES) {
-      return Option.some(
-        fail(413, "payload_too_large", `request bodies are limited to ${MAX_BODY_BYTES} bytes`)
-      )
+      return refused(fail(413, "payload_too_large", `request bodies are limited to ${MAX_BODY_BYTES} bytes`))
     }
-    if (!chunked && (length === undefined || Number(length) === 0)) return Option.none()
+    if (!chunked && (length === undefined || Number(length) === 0)) return NO_JSON
     const contentType = request.headers["content-type"] ?? ""
     const route = routePath(request.url)
     const form = FORM_PATHS.has(route)
     const raw = RAW_BODY_PATHS.has(route)
     if (!raw && (form ? !isFormType(contentType) : !isJsonType(contentType))) {
-      return Option.some(
+      return refused(
         fail(
           415,
           "unsupported_media_type",
@@ -143,21 +158,21 @@ const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
       const tooLarge = /too large|maxBytes|exceed/i.test(
         String(text.left.cause ?? text.left.description ?? "")
       )
-      return Option.some(
+      return refused(
         tooLarge || chunked
           ? fail(413, "payload_too_large", `request bodies are limited to ${MAX_BODY_BYTES} bytes`)
           : fail(400, "invalid_body", "the request body could not be read")
       )
     }
     if (!form && !raw && text.right !== "" && text.right.trim() === "") {
-      return Option.some(
+      return refused(
         fail(400, "invalid_json", "the request body is only whitespace: send a JSON value or no body")
       )
     }
     if (!form && !raw && text.right !== "") {
       // Before parsing: a parse of thousands of levels can itself overflow the stack.
       if (jsonDepth(text.right) > MAX_JSON_DEPTH) {
-        return Option.some(
+        return refused(
           fail(400, "invalid_json", `JSON values may be nested at most ${MAX_JSON_DEPTH} levels deep`)
         )
       }
@@ -165,7 +180,7 @@ const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
       try {
         value = JSON.parse(text.right)
       } catch (e) {
-        return Option.some(
+        return refused(
           fail(
             400,
             "invalid_json",
@@ -174,11 +189,14 @@ const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
         )
       }
       const bad = badText(value, [])
-      if (bad !== undefined) return Option.some(badTextRefused(bad))
+      if (bad !== undefined) return refused(badTextRefused(bad))
+      json = Option.some(value)
     }
-    if (form && /%00/i.test(text.right)) return Option.some(nulRefused)
-    return Option.none()
+    if (form && /%00/i.test(text.right)) return refused(nulRefused)
+    return { json }
   })
+
+const refused = (refusal: HttpServerResponse.HttpServerResponse) => ({ refusal, json: Option.none() })
 
 /**
  * Deeper JSON than any request needs: serializing a value nested thousands of levels deep (metadata,
@@ -536,6 +554,14 @@ export const apiMiddleware = <FR = never>(
     readonly fast?: (
       request: HttpServerRequest.HttpServerRequest
     ) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, FR> | undefined
+    /**
+     * Answers a request with a JSON body (its value given, after the body checks) before the app,
+     * or `undefined` to pass it on: the fast commands (http/FastRoutes.ts), guarded likewise.
+     */
+    readonly fastBody?: (
+      request: HttpServerRequest.HttpServerRequest,
+      body: unknown
+    ) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, FR> | undefined
     readonly onResponse?: (info: {
       method: string
       route: string
@@ -544,7 +570,7 @@ export const apiMiddleware = <FR = never>(
     }) => Effect.Effect<void>
   } = {}
 ) => {
-  const { allow, onResponse, fast: fast_ } = options
+  const { allow, onResponse, fast: fast_, fastBody: fastBody_ } = options
   const accessLog = options.accessLog !== false
   return HttpMiddleware.make(<E, R>(app: HttpApp.Default<E, R>) =>
     Effect.withFiberRuntime<
@@ -634,10 +660,27 @@ export const apiMiddleware = <FR = never>(
           : Option.isSome(refusedQuery)
             ? Effect.succeed(withRequestId(refusedQuery.value, requestId, request))
             : BODY_METHODS.has(request.method)
-              ? Effect.flatMap(checkBody(request), (refusal) =>
-                  Option.isSome(refusal)
-                    ? Effect.succeed(withRequestId(refusal.value, requestId, request))
-                    : handled
+              ? Effect.flatMap(
+                  checkBody(request),
+                  (
+                    checked
+                  ): Effect.Effect<
+                    HttpServerResponse.HttpServerResponse,
+                    E,
+                    R | FR | HttpServerRequest.HttpServerRequest
+                  > => {
+                    if (Either.isLeft(checked))
+                      return Effect.succeed(withRequestId(checked.left, requestId, request))
+                    // A hot command with a body it takes as it comes (http/FastRoutes.ts), answered here
+                    // as a fast read is; anything else about it goes on to the guards and the router.
+                    const fastAnswer =
+                      fastBody_ === undefined || Option.isNone(checked.right.json)
+                        ? undefined
+                        : fastBody_(request, checked.right.json.value)
+                    return fastAnswer === undefined
+                      ? handled
+                      : Effect.map(fastAnswer, (response) => withRequestId(response, requestId, request))
+                  }
                 )
               : handled
       return Effect.zipRight(tagged, checked).pipe(

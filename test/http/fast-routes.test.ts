@@ -1,18 +1,20 @@
 /**
- * Fast routes (http/FastRoutes.ts) answer hot `GET <prefix>:id` reads before the router. Whatever
- * they answer must be what the routed handler answers: the same status, body and headers (the
- * request id aside), for every credential and outcome. A query string sends the same request through
- * the router, so each case is asked both ways and compared. `GET /v1/products/:id` answers from the
+ * Fast routes (http/FastRoutes.ts) answer hot `GET <prefix>:id` reads, and `POST /user`, before the
+ * router. Whatever they answer must be what the routed handler answers: the same status, body and
+ * headers (the request id aside), for every credential and outcome. A query string sends the same
+ * request through the router, so each case is asked both ways and compared. `GET /v1/products/:id` answers from the
  * product cache (catalog/cache.ts): every change — an update, a stock adjustment, a reservation, a
  * release, an archive — shows in the very next fast read.
  */
+import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { layer } from "@effect/vitest"
-import { Effect } from "effect"
-import { expect } from "vitest"
+import { Effect, Schema } from "effect"
+import { expect, it as plainIt } from "vitest"
+import { type FastRoute, fastCommandMatcher } from "../../src/http/FastRoutes.js"
 import * as Ids from "../../src/kernel/Ids.js"
 import { createProduct, release, reserve, stockedProduct } from "../support/catalog.js"
 import { adminToken, createCustomer, registeredShopper } from "../support/customers.js"
-import { apiKeyWith, call, IdentityHttp, type Reply } from "../support/identity.js"
+import { apiKeyWith, call, IdentityHttp, type Reply, uniqueEmail } from "../support/identity.js"
 import { placeOrder } from "../support/orders.js"
 
 /** Headers minus the per-response ones. */
@@ -199,6 +201,156 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })(
         expect((yield* bothWays(path, (yield* apiKeyWith(["read:orders"])).key)).status).toBe(200)
       })
     )
+  }
+)
+
+/** `POST /user` with `json` fast and through the router (`label`s differ: the routed email is its own). */
+const createBothWays = (
+  json: (label: string) => Record<string, unknown>,
+  token?: string,
+  headers?: Record<string, string>
+) =>
+  Effect.gen(function* () {
+    const options = { ...(token === undefined ? {} : { token }), ...(headers ? { headers } : {}) }
+    const fast = yield* call("POST", "/user", { ...options, json: json("fast") })
+    const routed = yield* call("POST", "/user?via=router", { ...options, json: json("rout") })
+    expect(fast.status, fast.text).toBe(routed.status)
+    expect(comparable(fast.headers)).toEqual(comparable(routed.headers))
+    expect(fast.headers["request-id"]).toMatch(/^req_/)
+    return { fast, routed }
+  })
+
+/** A created customer's answer without what differs between two creations. */
+const sameShape = (reply: Reply) => {
+  const { id, email, createdAt, ...rest } = reply.body as Record<string, unknown>
+  expect(id).toMatch(/^cus_/)
+  expect(typeof email).toBe("string")
+  expect(Number.isNaN(Date.parse(String(createdAt)))).toBe(false)
+  return rest
+}
+
+/** Unique emails of equal length for the fast and the routed request (equal Content-Length). */
+const pairEmail = (run: string) => (label: string) => `${label}.${run}@example.com`
+
+layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })("fast routes: POST /user", (it) => {
+  it.effect("created (201), then the same email again (409), both ways alike", () =>
+    Effect.gen(function* () {
+      const admin = yield* adminToken
+      const run = uniqueEmail("pair").split("@")[0] ?? "pair"
+      const created = yield* createBothWays(
+        (label) => ({ email: pairEmail(run)(label), firstName: "Grace", lastName: "Hopper", tags: ["vip"] }),
+        admin
+      )
+      expect(created.fast.status).toBe(201)
+      expect(sameShape(created.fast)).toEqual(sameShape(created.routed))
+      expect(created.fast.body).toMatchObject({ email: pairEmail(run)("fast"), firstName: "Grace" })
+      // The record is there (with what only the command wrote), and its email is taken now.
+      const id = (created.fast.body as { id: string }).id
+      expect((yield* call("GET", `/user/${id}`, { token: admin })).body).toMatchObject({ id, tags: ["vip"] })
+      const fastAgain = yield* call("POST", "/user", {
+        token: admin,
+        json: { email: pairEmail(run)("fast"), firstName: "G", lastName: "H" }
+      })
+      const routedAgain = yield* call("POST", "/user?via=router", {
+        token: admin,
+        json: { email: pairEmail(run)("fast"), firstName: "G", lastName: "H" }
+      })
+      expect(fastAgain.status, fastAgain.text).toBe(409)
+      expect(withoutRequestId(fastAgain)).toEqual(withoutRequestId(routedAgain))
+      expect(comparable(fastAgain.headers)).toEqual(comparable(routedAgain.headers))
+    })
+  )
+
+  it.effect("credentials: none, invalid, without the scope, a shopper (staff only)", () =>
+    Effect.gen(function* () {
+      const body = (label: string) => ({ email: uniqueEmail(label), firstName: "A", lastName: "B" })
+      const shopper = yield* registeredShopper()
+      const unscoped = yield* apiKeyWith(["read:customers"])
+      for (const [token, status] of [
+        [undefined, 401],
+        ["sk_not_a_key", 401],
+        [unscoped.key, 403],
+        [shopper.accessToken, 403]
+      ] as const) {
+        const { fast, routed } = yield* createBothWays(body, token)
+        expect(fast.status).toBe(status)
+        expect(withoutRequestId(fast)).toEqual(withoutRequestId(routed))
+      }
+      const writer = yield* apiKeyWith(["write:customers"])
+      expect((yield* createBothWays(body, writer.key)).fast.status).toBe(201)
+    })
+  )
+
+  it.effect("bodies the payload schema refuses, or with unknown fields, answer as the router does", () =>
+    Effect.gen(function* () {
+      const admin = yield* adminToken
+      const cases: ReadonlyArray<(label: string) => Record<string, unknown>> = [
+        () => ({ email: "not-an-email", firstName: "A", lastName: "B" }),
+        () => ({ firstName: "A", lastName: "B" }),
+        (label) => ({ email: uniqueEmail(label), firstName: "", lastName: "B" }),
+        (label) => ({ email: uniqueEmail(label), firstName: "A", lastName: "B", tags: "vip" }),
+        (label) => ({ email: uniqueEmail(label), firstName: "A", lastName: "B", testClockId: "clock_nope" }),
+        (label) => ({ email: uniqueEmail(label), firstName: "A", lastName: "B", whatever: 1 })
+      ]
+      for (const json of cases) {
+        const { fast, routed } = yield* createBothWays(json, admin)
+        if (fast.status === 201) expect(sameShape(fast)).toEqual(sameShape(routed))
+        else expect(withoutRequestId(fast)).toEqual(withoutRequestId(routed))
+      }
+      // A body that is not an object at all.
+      const fast = yield* call("POST", "/user", { token: admin, json: [1, 2] })
+      const routed = yield* call("POST", "/user?via=router", { token: admin, json: [1, 2] })
+      expect(fast.status).toBe(400)
+      expect(withoutRequestId(fast)).toEqual(withoutRequestId(routed))
+    })
+  )
+
+  it.effect("an Idempotency-Key request goes to the router: its retry is the stored answer", () =>
+    Effect.gen(function* () {
+      const admin = yield* adminToken
+      const headers = { "idempotency-key": `fast-${crypto.randomUUID()}` }
+      const json = { email: uniqueEmail("idem"), firstName: "A", lastName: "B" }
+      const first = yield* call("POST", "/user", { token: admin, json, headers })
+      const again = yield* call("POST", "/user", { token: admin, json, headers })
+      expect(first.status, first.text).toBe(201)
+      expect(again.status).toBe(201)
+      expect(again.headers["idempotent-replayed"]).toBe("true")
+      expect(again.body).toEqual(first.body)
+    })
+  )
+})
+
+plainIt(
+  "the fast command matcher takes a plain POST of its path and a body its schema decodes, nothing else",
+  () => {
+    const answered = Effect.succeed(HttpServerResponse.empty({ status: 201 }))
+    const Payload = Schema.Struct({ name: Schema.String })
+    const decode = Schema.decodeUnknownOption(Payload)
+    const routes: ReadonlyArray<FastRoute> = [
+      {
+        method: "POST",
+        path: "/things",
+        answer: (_request, body) => (decode(body)._tag === "Some" ? answered : undefined)
+      }
+    ]
+    const match = fastCommandMatcher(routes)
+    const request = (url: string, init: { method?: string; headers?: Record<string, string> } = {}) =>
+      HttpServerRequest.fromWeb(
+        new Request(`http://localhost${url}`, {
+          method: init.method ?? "POST",
+          ...(init.headers ? { headers: init.headers } : {})
+        })
+      )
+    expect(match?.(request("/things"), { name: "a" })).toBe(answered)
+    expect(match?.(request("/things"), { name: 1 })).toBeUndefined()
+    expect(match?.(request("/things?x=1"), { name: "a" })).toBeUndefined()
+    expect(match?.(request("/things/"), { name: "a" })).toBeUndefined()
+    expect(match?.(request("/other"), { name: "a" })).toBeUndefined()
+    expect(match?.(request("/things", { method: "PUT" }), { name: "a" })).toBeUndefined()
+    expect(
+      match?.(request("/things", { headers: { "idempotency-key": "k" } }), { name: "a" })
+    ).toBeUndefined()
+    expect(fastCommandMatcher([])).toBeUndefined()
   }
 )
 

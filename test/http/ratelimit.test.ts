@@ -154,6 +154,7 @@ const fast = guardedFastRoutes(
   fastRouteMatcher(
     [
       {
+        method: "GET",
         path: "/v1/fast/:id",
         answer: (_request, id) => Effect.succeed(HttpServerResponse.unsafeJson({ id }))
       }
