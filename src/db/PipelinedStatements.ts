@@ -77,6 +77,14 @@ export class PipelineQuery extends pg.Query {
   private readonly parsing: Array<Ahead | undefined> = []
   private listening: ((...args: ReadonlyArray<unknown>) => void) | undefined
   private connection: pg.Connection | undefined
+  /**
+   * Whether the main statement's own Parse went out and its ParseComplete has not come back. pg's
+   * client records the main statement as prepared at ANY ParseComplete while it is the active query
+   * — the statements' ahead too — so an error between the two (a deferred write refused) would leave
+   * a name the server never prepared recorded as prepared: the next use of it on this connection
+   * failed ("prepared statement … does not exist").
+   */
+  private mainParsing = false
 
   constructor(
     private readonly ahead: ReadonlyArray<Ahead>,
@@ -94,6 +102,8 @@ export class PipelineQuery extends pg.Query {
   prepare(connection: pg.Connection): void {
     const parsed = statementsRecord(connection, "parsedStatements")
     const submitted = statementsRecord(connection, "submittedNamedStatements")
+    this.mainParsing =
+      this.name !== undefined && !(recorded(parsed, this.name) || recorded(submitted, this.name))
     for (const statement of this.ahead) {
       const name = statement.name
       if (name === undefined || !(recorded(parsed, name) || recorded(submitted, name))) {
@@ -112,14 +122,19 @@ export class PipelineQuery extends pg.Query {
       )
       connection.execute({ portal: "" }, true)
     }
-    if (this.parsing.some((s) => s !== undefined)) this.listen(connection, parsed, submitted)
+    if (this.parsing.some((s) => s !== undefined) || (this.mainParsing && this.parsing.length > 0))
+      this.listen(connection, parsed, submitted)
+    else this.mainParsing = false
     basePrepare(this, [connection])
   }
 
   /** Records the named statements ahead as prepared once the server confirms each Parse. */
   private listen(connection: pg.Connection, parsed: object | undefined, submitted: object | undefined) {
     const onParsed = () => {
-      if (this.parsing.length === 0) return
+      if (this.parsing.length === 0) {
+        this.mainParsing = false
+        return
+      }
       const statement = this.parsing.shift()
       if (statement?.name === undefined) return
       if (parsed !== undefined) Reflect.set(parsed, statement.name, statement.text)
@@ -135,6 +150,8 @@ export class PipelineQuery extends pg.Query {
     if (connection !== undefined && this.listening !== undefined)
       connection.off("parseComplete", this.listening)
     this.listening = undefined
+    const mainSkipped = this.mainParsing
+    this.mainParsing = false
     if (!forget || connection === undefined) return
     // The server skipped what followed an error: those Parses never happened.
     const submitted = statementsRecord(connection, "submittedNamedStatements")
@@ -142,6 +159,9 @@ export class PipelineQuery extends pg.Query {
       if (statement?.name !== undefined && submitted !== undefined)
         Reflect.deleteProperty(submitted, statement.name)
     this.parsing.length = 0
+    const parsed = statementsRecord(connection, "parsedStatements")
+    if (mainSkipped && this.name !== undefined && parsed !== undefined)
+      Reflect.deleteProperty(parsed, this.name)
   }
 
   handleRowDescription(message: unknown): void {

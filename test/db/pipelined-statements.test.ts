@@ -136,6 +136,27 @@ describe.skipIf(!usingRealPostgres)("pipelined statements on a PostgreSQL server
     refusedAfterOne(Effect.zipRight(insert(1, "again"), labels)).pipe(Effect.provide(Database))
   )
 
+  it.scoped(
+    "a deferred write refused ahead of a statement's first Parse leaves that statement preparable",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        yield* setUp
+        yield* transaction(insert(1, "one"))
+        // Never sent on this connection before: its Parse travels behind the refused INSERT's
+        // (also a first use), and the server skips it.
+        const firstUse = sql<{
+          readonly n: number
+        }>`SELECT count(*)::int AS n FROM piped WHERE label <> ${"x"}`
+        const failed = yield* Effect.flip(transaction(Effect.zipRight(insert(1, "again"), firstUse)))
+        expect(isUniqueViolation(failed)).toBe(true)
+        // The same statement on the same (only) connection: prepared now, not taken as prepared.
+        expect(yield* transaction(firstUse)).toEqual([{ n: 1 }])
+        expect(yield* firstUse).toEqual([{ n: 1 }])
+        expect(yield* clean).toBe(true)
+      }).pipe(Effect.provide(Database))
+  )
+
   it.scoped("outside a transaction a deferred write runs where it stands", () =>
     Effect.gen(function* () {
       yield* setUp
