@@ -31,6 +31,7 @@ import {
   type CustomerSort,
   listCustomers,
   lockEmailClaim,
+  refuseTakenEmail,
   SORT_FIELDS,
   selectCustomer,
   selectEmailHolders
@@ -225,13 +226,17 @@ export const makeCustomers = Effect.gen(function* () {
   const create = (actor: AuthenticatedActor, input: NewCustomerInput) =>
     Effect.gen(function* () {
       const customerId = yield* Ids.make("cus")
-      // The email check is the transaction's first statement: on its connection, with no
-      // round trip or connection checkout of its own.
+      // The email check is the transaction's first statement, on its connection. In a transaction
+      // of the use case's own it reads nothing back: it travels with the append, and its refusal
+      // (23505, as the index's) fails the append and is answered 409 below. A caller's transaction
+      // (an Idempotency-Key request) must not be aborted by it: there the holders are read.
       const callerTransaction = yield* inTransaction
       const result = yield* transact(
         Effect.zipRight(
           Effect.zipRight(
-            ensureEmailFree(input.email, undefined, callerTransaction),
+            callerTransaction
+              ? ensureEmailFree(input.email, undefined, true)
+              : refuseTakenEmail(sql, input.email),
             ensureClock(input.testClockId)
           ),
           execute(customerId, createCustomerCommand(customerId, input), actor)

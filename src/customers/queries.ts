@@ -1,7 +1,7 @@
 /** Read-model lookups of the customers context (`GET /user`, `GET /user/:id`, email ownership). */
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
-import { executeInTransaction } from "../db/Sql.js"
+import { deferInTransaction, executeInTransaction } from "../db/Sql.js"
 import type { Sort } from "../http/Lists.js"
 import { USERS_TABLE } from "../identity/index.js"
 import { normalizeEmail } from "../kernel/Email.js"
@@ -153,6 +153,15 @@ export const lockEmailClaim = (sql: SqlClient.SqlClient, email: string) =>
   executeInTransaction(
     sql`SELECT pg_advisory_xact_lock(${EMAIL_LOCK_CLASS}, hashtext(${normalizeEmail(email)}))`
   )
+
+/**
+ * Fails with SQLSTATE 23505 (the unique index's own refusal) when another record or login holds
+ * `email`; its rows are never read, so in the use case's own transaction it travels with the next
+ * statement (`deferInTransaction`), its refusal that statement's error. For a new record only: an
+ * update's own address is held by itself (`selectEmailHolders`).
+ */
+export const refuseTakenEmail = (sql: SqlClient.SqlClient, email: string) =>
+  deferInTransaction(sql`SELECT customers.refuse_taken_email(${normalizeEmail(email)})`)
 
 export const selectEmailHolders = (sql: SqlClient.SqlClient, email: string) => {
   const normalized = normalizeEmail(email)
