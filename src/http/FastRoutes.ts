@@ -116,18 +116,33 @@ export const fastGet = (
   lookup: (actor: AuthenticatedActor, param: string) => Effect.Effect<JsonBytes, HttpError>
 ): Effect.Effect<FastRoute, never, CredentialVerifier | RouteScopes> =>
   Effect.gen(function* () {
-    const verifier = yield* CredentialVerifier
-    const rule = (yield* RouteScopes).get(routeKey("GET", path))
-    const serve = (request: HttpServerRequest.HttpServerRequest, param: string) =>
-      authorize(verifier, rule, request.headers.authorization).pipe(
-        Effect.flatMap((actor) => lookup(actor, param)),
-        Effect.match({ onFailure: errorResponse, onSuccess: okResponse })
-      )
+    const answer = yield* authorizedAnswer("GET", path, 200)
     return {
       method: "GET",
       path,
-      answer: (request, param) => databaseOutage(serve(request, param))
+      answer: (request, param) => answer(request, (actor) => lookup(actor, param))
     }
+  })
+
+/**
+ * What a fast route answers for `method path`: the credential checked as the route's
+ * `Authentication` middleware would (`authorize`, its `RouteScopes` rule), then `run`'s bytes with
+ * `status` or its HTTP error, a database outage as `databaseOutage` answers it.
+ */
+const authorizedAnswer = (method: "GET" | "POST", path: string, status: number) =>
+  Effect.gen(function* () {
+    const verifier = yield* CredentialVerifier
+    const rule = (yield* RouteScopes).get(routeKey(method, path))
+    return (
+      request: HttpServerRequest.HttpServerRequest,
+      run: (actor: AuthenticatedActor) => Effect.Effect<JsonBytes, HttpError>
+    ) =>
+      databaseOutage(
+        authorize(verifier, rule, request.headers.authorization).pipe(
+          Effect.flatMap(run),
+          Effect.match({ onFailure: errorResponse, onSuccess: (bytes) => okResponse(bytes, status) })
+        )
+      )
   })
 
 /**
@@ -144,21 +159,14 @@ export const fastPost = <A, I>(
   run: (actor: AuthenticatedActor, payload: A) => Effect.Effect<JsonBytes, HttpError>
 ): Effect.Effect<FastRoute, never, CredentialVerifier | RouteScopes> =>
   Effect.gen(function* () {
-    const verifier = yield* CredentialVerifier
-    const rule = (yield* RouteScopes).get(routeKey("POST", path))
+    const answer = yield* authorizedAnswer("POST", path, status)
     const decode = Schema.decodeUnknownOption(payload)
     return {
       method: "POST",
       path,
       answer: (request, body) => {
         const decoded = decode(body)
-        if (Option.isNone(decoded)) return undefined
-        return databaseOutage(
-          authorize(verifier, rule, request.headers.authorization).pipe(
-            Effect.flatMap((actor) => run(actor, decoded.value)),
-            Effect.match({ onFailure: errorResponse, onSuccess: (bytes) => okResponse(bytes, status) })
-          )
-        )
+        return Option.isNone(decoded) ? undefined : answer(request, (actor) => run(actor, decoded.value))
       }
     }
   })
