@@ -7,7 +7,7 @@
  * and resolving ~2,000 files, a message each way per file) and holds ~140 MB more RSS; the bundle
  * loads in ~0.5 s (issue #17 item 4, `npm run bench:start`).
  */
-import { mkdirSync, readdirSync, renameSync, rmSync, statSync } from "node:fs"
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 
 const root = fileURLToPath(new URL("../", import.meta.url))
@@ -63,10 +63,31 @@ export const build = async () => {
       },
       logLevel: "error"
     })
+    asciiOnly(temporary)
     renameSync(temporary, bundle)
   } finally {
     rmSync(temporary, { force: true })
   }
+}
+
+/**
+ * Rewrites every non-ASCII character of the bundle as a `\uXXXX` escape. esbuild escapes them in
+ * strings but keeps them in comments and regular expressions, and one character above U+00FF makes
+ * V8 hold the module's whole source (which it keeps for lazy compilation) as a two-byte string:
+ * 22 MB of the idle service's heap instead of 11. The escape means the same character in a string,
+ * a template's cooked value, a regular expression or an identifier, and nothing in a comment.
+ */
+const asciiOnly = (file) => {
+  const text = readFileSync(file, "utf8")
+  let escaped = ""
+  let from = 0
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i)
+    if (unit < 0x80) continue
+    escaped += `${text.slice(from, i)}\\u${unit.toString(16).padStart(4, "0")}`
+    from = i + 1
+  }
+  if (from > 0) writeFileSync(file, escaped + text.slice(from))
 }
 
 /** Builds the bundle unless it is fresh. */
