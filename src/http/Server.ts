@@ -8,7 +8,6 @@ import {
   type HttpApi,
   HttpApiBuilder,
   type HttpApiGroup,
-  HttpApiScalar,
   type HttpApp,
   HttpRouter,
   type HttpServerRequest
@@ -17,6 +16,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { AppConfig } from "../config.js"
 import { HttpMetrics, HttpMetricsLive, METRICS_PATH, MetricsRouteLive } from "../observability/Metrics.js"
+import { docsLayer } from "./Docs.js"
 import { errorBody } from "./errors.js"
 import {
   type FastCommandMatcher,
@@ -120,7 +120,7 @@ export const httpAppLayer = <
     // unknown id (API.md), decided by its handler.
     Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: MAX_PATH_PARAMETER })),
     Layer.provide(HttpApiBuilder.middleware(databaseOutage)),
-    Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
+    Layer.provide(docsLayer("/docs")),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide([RpcLive, MetricsRouteLive]),
     Layer.provide(RateLimiterLive),

@@ -507,6 +507,13 @@ describe("the service", () => {
         const docs = yield* send(HttpClientRequest.get("/docs"))
         expect(docs.status).toBe(200)
         expect(docs.headers["content-type"]).toMatch(/text\/html/)
+        // The API reference with its document and Scalar's script inline (loaded on this first
+        // request, not at start), not fetched from a CDN: it works offline.
+        expect(docs.text).toContain('<script id="api-reference" type="application/json">')
+        expect(docs.text).toContain('"openapi":"3.1.0"')
+        expect(docs.text).not.toMatch(/<script src="[^"]*@scalar\/api-reference/)
+        expect(docs.text.length).toBeGreaterThan(1_000_000)
+        expect((yield* send(HttpClientRequest.get("/docs"))).text).toBe(docs.text)
       })
     )
 
