@@ -22,11 +22,17 @@ export class InvalidCheckpoint extends Data.TaggedError("InvalidCheckpoint")<{ r
   }
 }
 
-export const parse = (input: string): Effect.Effect<Checkpoint, InvalidCheckpoint> => {
+/** The checkpoint `input` ("<xid>:<position>") writes, if it is one. */
+const fromString = (input: string): Checkpoint | undefined => {
   const match = /^(\d{1,20}):(\d{1,20})$/.exec(input.trim())
   const position = match?.[2] ? Number(match[2]) : Number.NaN
-  if (!match?.[1] || !Number.isSafeInteger(position)) return Effect.fail(new InvalidCheckpoint({ input }))
-  return Effect.succeed({ xid: BigInt(match[1]).toString(), position })
+  if (!match?.[1] || !Number.isSafeInteger(position)) return undefined
+  return { xid: BigInt(match[1]).toString(), position }
+}
+
+export const parse = (input: string): Effect.Effect<Checkpoint, InvalidCheckpoint> => {
+  const checkpoint = fromString(input)
+  return checkpoint === undefined ? Effect.fail(new InvalidCheckpoint({ input })) : Effect.succeed(checkpoint)
 }
 
 export const compare = (a: Checkpoint, b: Checkpoint): number => {
@@ -41,10 +47,8 @@ export const compare = (a: Checkpoint, b: Checkpoint): number => {
  * that lies after it.
  */
 export const laterOf = (checkpoint: Checkpoint, scannedTo: string | null): Checkpoint => {
-  const match = scannedTo === null ? null : /^(\d{1,20}):(\d{1,20})$/.exec(scannedTo)
-  if (!match?.[1] || !match[2]) return checkpoint
-  const candidate = { xid: match[1], position: Number(match[2]) }
-  return compare(candidate, checkpoint) > 0 ? candidate : checkpoint
+  const candidate = scannedTo === null ? undefined : fromString(scannedTo)
+  return candidate !== undefined && compare(candidate, checkpoint) > 0 ? candidate : checkpoint
 }
 
 export const CheckpointString = Schema.String.pipe(Schema.pattern(/^\d{1,20}:\d{1,20}$/))

@@ -103,29 +103,18 @@ export const routePath = (url: string) => {
   return path.toLowerCase()
 }
 
-/** A body `checkBody` let through: its JSON value, when it is a JSON body. */
-interface CheckedBody {
-  readonly json: Option.Option<unknown>
-}
-
-const NO_JSON: CheckedBody = { json: Option.none() }
+/** A request without a JSON body to hand on (none, a form, a raw body). */
+const NO_JSON = Either.right(Option.none<unknown>())
 
 /**
  * Reads and checks the body up front (the platform caches the text, so handlers read it again for
- * free). Returns a response when the request must be refused, else the body's JSON value if any.
+ * free). Left: the response refusing the request; right: the body's JSON value, if it has one.
  */
 const checkBody = (
   request: HttpServerRequest.HttpServerRequest
-): Effect.Effect<Either.Either<CheckedBody, HttpServerResponse.HttpServerResponse>> =>
-  Effect.map(refuseBody(request), (checked) =>
-    checked.refusal === undefined ? Either.right(checked) : Either.left(checked.refusal)
-  )
-
-const refuseBody = (
-  request: HttpServerRequest.HttpServerRequest
-): Effect.Effect<CheckedBody & { readonly refusal?: HttpServerResponse.HttpServerResponse }> =>
+): Effect.Effect<Either.Either<Option.Option<unknown>, HttpServerResponse.HttpServerResponse>> =>
   Effect.gen(function* () {
-    let json: Option.Option<unknown> = Option.none()
+    let json = Option.none<unknown>()
     const length = request.headers["content-length"]
     const chunked = /chunked/i.test(request.headers["transfer-encoding"] ?? "")
     if (length !== undefined && !/^\d+$/.test(length)) {
@@ -193,10 +182,10 @@ const refuseBody = (
       json = Option.some(value)
     }
     if (form && /%00/i.test(text.right)) return refused(nulRefused)
-    return { json }
+    return Either.right(json)
   })
 
-const refused = (refusal: HttpServerResponse.HttpServerResponse) => ({ refusal, json: Option.none() })
+const refused = (refusal: HttpServerResponse.HttpServerResponse) => Either.left(refusal)
 
 /**
  * Deeper JSON than any request needs: serializing a value nested thousands of levels deep (metadata,
@@ -674,9 +663,9 @@ export const apiMiddleware = <FR = never>(
                     // A hot command with a body it takes as it comes (http/FastRoutes.ts), answered here
                     // as a fast read is; anything else about it goes on to the guards and the router.
                     const fastAnswer =
-                      fastBody_ === undefined || Option.isNone(checked.right.json)
+                      fastBody_ === undefined || Option.isNone(checked.right)
                         ? undefined
-                        : fastBody_(request, checked.right.json.value)
+                        : fastBody_(request, checked.right.value)
                     return fastAnswer === undefined
                       ? handled
                       : Effect.map(fastAnswer, (response) => withRequestId(response, requestId, request))
