@@ -44,9 +44,12 @@ export const afterCommit = (key: string, step: Effect.Effect<void>): Effect.Effe
     return Effect.void
   })
 
-/** A lost race as a writer reports it (the event store's conflict errors): what the owner's retry reads. */
+/**
+ * A lost race as a writer reports it (the event store's conflict errors, a read model's key taken):
+ * what the owner's retry reads.
+ */
 export interface ReportedConflict {
-  readonly _tag: "WrongExpectedVersion" | "StreamOrderingConflict"
+  readonly _tag: "WrongExpectedVersion" | "StreamOrderingConflict" | "ReadModelKeyConflict"
   readonly streamId: string
 }
 

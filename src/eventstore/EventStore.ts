@@ -50,6 +50,8 @@ export interface NewEvent {
   readonly data: unknown
   /** A deterministic id makes a retried append a `DuplicateEvent` instead of a second event. */
   readonly id?: string
+  /** This event's own metadata (events of several requests appended together), else the append's. */
+  readonly metadata?: EventMetadata
 }
 
 export const newEvent = <A>(
@@ -472,7 +474,7 @@ export const makeEventStore = Effect.gen(function* () {
         type: type.type,
         schemaVersion: type.version,
         data,
-        metadata
+        metadata: event.metadata ?? metadata
       })
     }
     return Either.right({ payload, toSeal })

@@ -8,7 +8,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Data, Effect, Layer, Option } from "effect"
 import { withSpanWhenTracing } from "../base/Span.js"
 import { provideSqlClient, withTransactionState } from "../db/Sql.js"
 import { afterCommit, transactionWith } from "../db/Transaction.js"
@@ -85,6 +85,8 @@ export interface StreamCommand<C, S> {
   readonly command: C
   readonly loaded?: LoadedAggregate<S>
   readonly metadata?: EventMetadata
+  /** Per decided event, its own metadata (events of several requests in one command), else `metadata`. */
+  readonly eventMetadata?: ReadonlyArray<EventMetadata>
 }
 
 export type CommandError<Err> = Err | AppendError | EventDecodeError | SqlError
@@ -141,12 +143,23 @@ export interface CommandRunnerShape {
 
 export class CommandRunner extends Context.Tag("CommandRunner")<CommandRunner, CommandRunnerShape>() {}
 
-/** Another writer won a race on the stream: loading and deciding again may succeed. */
+/**
+ * A transaction that committed first holds a unique key this one's inline projection writes — a read
+ * model's key guarding an invariant (a usage identifier records once): deciding again, in a new
+ * transaction, sees its row. `streamId`: the stream the write appended, which the retry queues behind.
+ */
+export class ReadModelKeyConflict extends Data.TaggedError("ReadModelKeyConflict")<{
+  readonly streamId: string
+}> {}
+
+/** Another writer won a race on the stream (or a read model's key): loading and deciding again may succeed. */
 export const isConcurrencyConflict = (error: unknown): boolean =>
   typeof error === "object" &&
   error !== null &&
   "_tag" in error &&
-  (error._tag === "WrongExpectedVersion" || error._tag === "StreamOrderingConflict")
+  (error._tag === "WrongExpectedVersion" ||
+    error._tag === "StreamOrderingConflict" ||
+    error._tag === "ReadModelKeyConflict")
 
 /** The stream a concurrency conflict happened on. */
 const conflictStream = (error: unknown): string | undefined =>
@@ -277,13 +290,16 @@ export const makeCommandRunner = Effect.gen(function* () {
   const toNewEvents = <C, E extends DomainEvent, S, Err>(
     decider: Decider<C, E, S, Err>,
     decided: ReadonlyArray<E>,
-    eventIds?: (index: number) => string
+    eventIds?: (index: number) => string,
+    eventMetadata?: ReadonlyArray<EventMetadata>
   ): ReadonlyArray<NewEvent> =>
     decided.map((event, index) => {
       const eventType = decider.eventTypes.get(event.type)
       if (!eventType) throw new Error(`${decider.streamType} decided an unknown event ${event.type}`)
       const id = eventIds?.(index)
-      return id === undefined ? { eventType, data: event.data } : { eventType, data: event.data, id }
+      const metadata = eventMetadata?.[index]
+      const base = id === undefined ? { eventType, data: event.data } : { eventType, data: event.data, id }
+      return metadata === undefined ? base : { ...base, metadata }
     })
 
   /** The events as recorded, from what was appended: no re-read, no decrypt, no decode. */
@@ -303,7 +319,7 @@ export const makeCommandRunner = Effect.gen(function* () {
       streamVersion: fromVersion + i + 1,
       eventId: appended.eventIds[i] ?? "",
       schemaVersion: newEvents[i]?.eventType.version ?? 1,
-      metadata,
+      metadata: newEvents[i]?.metadata ?? metadata,
       recordedAt: appended.recordedAt,
       ...event
     }))
@@ -475,7 +491,11 @@ export const makeCommandRunner = Effect.gen(function* () {
       for (const c of commands) {
         const loaded = c.loaded ?? loadedNow.get(c.streamId) ?? { state: decider.initialState, version: 0 }
         const decided = yield* decider.decide(c.command, loaded.state)
-        decisions.push({ loaded, decided, newEvents: toNewEvents(decider, decided) })
+        decisions.push({
+          loaded,
+          decided,
+          newEvents: toNewEvents(decider, decided, undefined, c.eventMetadata)
+        })
       }
       const appending = commands.flatMap((c, i) => {
         const d = decisions[i]

@@ -4,18 +4,22 @@
  * A write is ONE transaction: the subscriptions it records against are locked `FOR KEY SHARE` and
  * checked (status, meter, time window on the customer's clock, `usage_closed_before`), identifiers
  * already recorded are answered with their original record (or a 409), and the new records are
- * appended — one stream per (meter, identifier), expected not to exist — with the inline projection
- * (raw rows and rollups) in the same transaction. A batch is up to 1,000 records in one append of
- * many streams; each record is checked on its own, and one that fails takes no part. Single posts
- * are written in groups (group commit, below): posts that arrive while a write runs go together in
- * the next one, as a batch whose records keep their own requests' metadata. Two posts of one
- * identifier in one group: the second is a replay of the first. In two writes (two processes, or a
- * post with an idempotency key): one append wins, the other finds the stream taken (a concurrency
- * conflict), and its whole transaction runs again, now finding the record: a 200 replay.
+ * appended — on one new stream for the write (events.ts) — with the inline projection (raw rows and
+ * rollups) in the same transaction. A batch is up to 1,000 records in one append; each record is
+ * checked on its own, and one that fails takes no part. Single posts are written in groups (group
+ * commit, below): posts that arrive while a write runs go together in the next one, as a batch whose
+ * records keep their own requests' metadata. Two posts of one identifier in one group: the second is
+ * a replay of the first. In two writes (two processes, or a post with an idempotency key): the
+ * second's insert of the record's row waits for the first on its key (meter, identifier); when the
+ * first commits, the second's transaction fails as a lost race (`ReadModelKeyConflict`) and runs
+ * again, now finding the record: a 200 replay, or a 409.
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Either, Layer, ParseResult, Schema } from "effect"
+import { uuidv7 } from "../../base/Uuid.js"
+import { isUniqueViolation } from "../../db/Sql.js"
+import { reportConflict } from "../../db/Transaction.js"
 import type { EventMetadata } from "../../eventstore/EventStore.js"
 import type { AuthenticatedActor } from "../../http/Auth.js"
 import {
@@ -26,7 +30,7 @@ import {
   orDieUnlessHttp,
   statusOfHttpError
 } from "../../http/errors.js"
-import { CommandRunner } from "../../kernel/CommandRunner.js"
+import { CommandRunner, ReadModelKeyConflict } from "../../kernel/CommandRunner.js"
 import { makeGroupCommit } from "../../kernel/GroupCommit.js"
 import * as Ids from "../../kernel/Ids.js"
 import { commandMetadata } from "../../kernel/UseCase.js"
@@ -52,10 +56,10 @@ import {
   type RecordRefusal,
   type SubscriptionView,
   type UsageRecordData,
-  UsageRecordDecider,
+  UsageWriteDecider,
   uniqueValueOf
 } from "./decider.js"
-import { usageStream } from "./events.js"
+import { usageWriteStream } from "./events.js"
 import {
   bucketCount,
   bucketsOf,
@@ -330,39 +334,33 @@ export const makeUsage = Effect.gen(function* () {
         const fresh = prepared.flatMap((p, i) =>
           p._tag === "New" ? [{ data: p.data, metadata: items[i]?.metadata ?? {} }] : []
         )
-        const createdAt = new Map<string, Date>()
-        if (fresh.length === 1 && fresh[0] !== undefined) {
-          const { data, metadata } = fresh[0]
-          const result = yield* runner.execute(
-            UsageRecordDecider,
-            usageStream(data.meter, data.identifier),
-            { _tag: "Record", data },
-            { metadata, newStream: true }
-          )
-          createdAt.set(data.recordId, result.events[0]?.recordedAt ?? new Date())
-        } else if (fresh.length > 1) {
-          const results = yield* runner.executeMany(
-            UsageRecordDecider,
-            fresh.map(({ data, metadata }) => ({
-              streamId: usageStream(data.meter, data.identifier),
-              command: { _tag: "Record" as const, data },
-              loaded: { state: UsageRecordDecider.initialState, version: 0 },
-              metadata
-            }))
-          )
-          results.forEach((r, i) => {
-            const data = fresh[i]?.data
-            if (data !== undefined) createdAt.set(data.recordId, r.events[0]?.recordedAt ?? new Date())
-          })
+        let recordedAt = new Date()
+        if (fresh.length > 0) {
+          const streamId = usageWriteStream(yield* uuidv7)
+          const [result] = yield* runner
+            .executeMany(UsageWriteDecider, [
+              {
+                streamId,
+                command: { _tag: "Record", records: fresh.map((f) => f.data) },
+                loaded: { state: UsageWriteDecider.initialState, version: 0 },
+                eventMetadata: fresh.map((f) => f.metadata)
+              }
+            ])
+            .pipe(
+              // The only unique key this write inserts without ON CONFLICT handling its own: a record's
+              // (meter, identifier), taken by a write that committed after this one looked (migration
+              // 0028). Run again, it finds that record.
+              Effect.catchIf(isUniqueViolation, () => {
+                const conflict = new ReadModelKeyConflict({ streamId })
+                return Effect.zipRight(reportConflict(conflict), Effect.fail(conflict))
+              })
+            )
+          recordedAt = result?.events[0]?.recordedAt ?? recordedAt
         }
         // In-batch replays answer their first occurrence as recorded.
         const byKey = new Map(fresh.map(({ data }) => [identifierKey(data.meter, data.identifier), data]))
         return prepared.map((p): Either.Either<RecordOutcome, HttpRefusal> => {
-          if (p._tag === "New")
-            return Either.right({
-              record: objectOf(p.data, createdAt.get(p.data.recordId) ?? new Date()),
-              replayed: false
-            })
+          if (p._tag === "New") return Either.right({ record: objectOf(p.data, recordedAt), replayed: false })
           if (p._tag === "Refused") return Either.left(p.error)
           if (p._tag === "Done") return Either.right(p.outcome)
           const first = byKey.get(p.key)
@@ -370,10 +368,7 @@ export const makeUsage = Effect.gen(function* () {
             ? Either.left(
                 NotFound.of({ message: "the batch's earlier record of this identifier is missing" })
               )
-            : Either.right({
-                record: objectOf(first, createdAt.get(first.recordId) ?? new Date()),
-                replayed: true
-              })
+            : Either.right({ record: objectOf(first, recordedAt), replayed: true })
         })
       })
     )

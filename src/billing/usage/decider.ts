@@ -1,5 +1,5 @@
 /**
- * Usage, pure: the record aggregate (one `usage.recorded` per (meter, identifier) stream), the rules a
+ * Usage, pure: the write's decider (one `usage.recorded` per record, on the write's stream), the rules a
  * record is checked against its subscription by (status, meter, the accepted time window, the closed
  * period), the period a timestamp falls in, and the aggregation arithmetic summaries and invoices
  * share — exact: values are decimals of at most 6 places, carried as integer millionths (bigint),
@@ -247,34 +247,27 @@ export const checkRecord = (
   })
 }
 
-// --- The record aggregate -----------------------------------------------------------------------------
+// --- The write ------------------------------------------------------------------------------------
 
 export type UsageRecordData = (typeof UsageRecorded.schema)["Type"]
 
-export interface UsageRecordState {
-  readonly recorded: UsageRecordData | null
-}
-
-/** Record the usage, unless the identifier already holds a record (then the existing one is the answer). */
+/** Record what one write accepted (each record checked: `checkRecord`, its identifier looked up). */
 export interface RecordUsage {
   readonly _tag: "Record"
-  readonly data: UsageRecordData
+  readonly records: ReadonlyArray<UsageRecordData>
 }
 
-/** The (meter, identifier) already holds a record: a replay (same subscription and value) or a conflict. */
-export class IdentifierTaken extends Data.TaggedError("IdentifierTaken")<{
-  readonly existing: UsageRecordData
-}> {}
-
-export const UsageRecordDecider = defineDecider({
+/**
+ * A usage write's stream (events.ts), new for each write: one `usage.recorded` per record, in order.
+ * An identifier records once by the read model's key in the same transaction, not by this stream.
+ */
+export const UsageWriteDecider = defineDecider({
   streamType: "usage",
   events: usageEventTypes,
-  initialState: { recorded: null } as UsageRecordState,
-  evolve: (_state: UsageRecordState, event: UsageEvent): UsageRecordState => ({ recorded: event.data }),
-  decide: (command: RecordUsage, state: UsageRecordState) =>
-    state.recorded !== null
-      ? Effect.fail(new IdentifierTaken({ existing: state.recorded }))
-      : Effect.succeed([UsageRecorded.make(command.data)])
+  initialState: { written: false } as { readonly written: boolean },
+  evolve: (_state: { readonly written: boolean }, _event: UsageEvent) => ({ written: true }),
+  decide: (command: RecordUsage, state: { readonly written: boolean }) =>
+    Effect.succeed(state.written ? [] : command.records.map((data) => UsageRecorded.make(data)))
 })
 
 /** Whether a second post of an identifier is the same record again (200 replay) or another (409). */

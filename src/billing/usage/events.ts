@@ -1,11 +1,13 @@
 /**
- * Usage events: one stream per (meter, identifier) — `usage-<hash>` — holding the one
- * `usage.recorded` event of that record. The stream is appended with "must not exist" (expected
- * version 0), so a second record with the same identifier is the event store's own conflict: every
- * usage record is an event in the log (auditors replay billing) and the dedup is the log's.
+ * Usage events: one `usage.recorded` per record, on the stream of the WRITE that accepted it — a
+ * batch, or the single posts written together — `usage-<UUIDv7>`, a new stream per write, its events
+ * in input order. Every usage record is an event in the log (auditors replay billing). An identifier
+ * records once by the usage read model's key, written in the same transaction (projection.ts); time-
+ * ordered stream ids keep the event store's stream indexes growing at their end (a stream per record,
+ * named by a hash of its identifier, put a random index page under every record: bench:billing).
+ * Logs written before hold one stream per record, `usage-<40 hex digits>`; both replay alike.
  */
 import { Schema } from "effect"
-import { sha256Hex } from "../../base/Sha256.js"
 import { defineEvent, type EventOf } from "../../eventstore/EventType.js"
 
 /** A record's free-form properties (`unique_count` counts distinct `properties[uniqueKey]`). */
@@ -62,6 +64,5 @@ export const UsageRecorded = defineEvent("usage.recorded", {
 export const usageEventTypes = [UsageRecorded] as const
 export type UsageEvent = EventOf<(typeof usageEventTypes)[number]>
 
-/** The stream of one (meter, identifier): a hash, so any identifier makes a valid stream id. */
-export const usageStream = (meter: string, identifier: string): string =>
-  `usage-${sha256Hex(`${meter}\u0000${identifier}`).slice(0, 40)}`
+/** The stream of one usage write (`uuid`: a fresh UUIDv7). */
+export const usageWriteStream = (uuid: string): string => `usage-${uuid}`

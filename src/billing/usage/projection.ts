@@ -1,11 +1,16 @@
 /**
  * The usage read model, written in the record's own transaction (read-your-writes), in ONE
- * statement per batch of events: the raw records (`billing.usage_records`, idempotent on the record
- * id), and — for the records that statement inserted, so replaying an event changes nothing — the
- * hourly and minute rollups (`billing.usage_hourly`, `billing.usage_minutely`: count, sum, max,
- * last) and the distinct values
- * unique_count counts (`billing.usage_distinct`). Summaries and invoices read the rollups, never a
- * scan of the raw records; a rebuild from position zero reproduces every row.
+ * statement per batch of events: the raw records (`billing.usage_records`, keyed by (meter,
+ * identifier)), and — for the records that statement inserted, so replaying an event changes
+ * nothing — the hourly and minute rollups (`billing.usage_hourly`, `billing.usage_minutely`: count,
+ * sum, max, last) and the distinct values unique_count counts (`billing.usage_distinct`). Summaries
+ * and invoices read the rollups, never a scan of the raw records; a rebuild from position zero
+ * reproduces every row.
+ *
+ * The records' key is what makes an identifier record once (events.ts): the same record again (a
+ * replay: same record id) is skipped; ANOTHER record under a key already taken — a concurrent write
+ * of the identifier that committed first — raises a unique violation (migration 0028), so that
+ * write's transaction fails instead of answering a record that is not the one recorded.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
@@ -61,11 +66,13 @@ export const UsageProjection = defineProjection({
       // usage.recorded has one schema version; a second one would be mapped here. The record's
       // time is when its event was recorded; hours and minutes are UTC buckets (date_bin from an
       // hour-aligned origin). The rollups take the rows the INSERT returns (no join back to the
-      // input: a join planned on a guessed row count could compare every pair).
+      // input: a join planned on a guessed row count could compare every pair). Records are
+      // inserted in key order, as rollup rows are upserted in theirs: two writes sharing
+      // identifiers wait on each other's keys in one order, never crosswise (a deadlock).
       const positions = `{${events.map((e) => e.globalPosition).join(",")}}`
       yield* sql`
         WITH inserted AS (
-          INSERT INTO ${records} (id, subscription_id, customer_id, meter, identifier, value, occurred_at,
+          INSERT INTO ${records} AS r (id, subscription_id, customer_id, meter, identifier, value, occurred_at,
               properties, unique_value, period_start, period_end, created_at)
             SELECT e.data->>'recordId', e.data->>'subscriptionId', e.data->>'customerId', e.data->>'meter',
                 e.data->>'identifier', round((e.data->>'value')::numeric, 6), (e.data->>'timestamp')::timestamptz,
@@ -73,7 +80,10 @@ export const UsageProjection = defineProjection({
                 (e.data->>'periodEnd')::timestamptz, e.recorded_at
               FROM event_store.events e
              WHERE e.global_position = ANY(${positions}::bigint[]) AND e.event_type = ${UsageRecorded.type}
-            ON CONFLICT DO NOTHING
+             ORDER BY e.data->>'meter' COLLATE "C", e.data->>'identifier' COLLATE "C"
+            ON CONFLICT (meter, identifier) DO UPDATE
+              SET id = billing.refuse_taken_usage_identifier(r.meter, r.identifier)
+              WHERE r.id <> EXCLUDED.id
             RETURNING subscription_id, meter, identifier, value, occurred_at, unique_value
         ), fresh AS (
           SELECT subscription_id, meter, identifier, value, occurred_at, unique_value,

@@ -148,7 +148,7 @@ layer(IdentityHttp, OPTIONS)("usage over HTTP", (it) => {
           const meter = sub.usage?.meter ?? ""
           const json = { subscriptionId: sub.id, meter, value: 4, identifier: "keyed-storm" }
           // A keyed post writes in its request's own transaction, apart from the grouped ones: the
-          // event store's "must not exist" decides between the writes, and the losers run again.
+          // record's key (meter, identifier) decides between the writes, and the losers run again.
           const replies = yield* Effect.all(
             Array.from({ length: 50 }, (_, i) =>
               i % 2 === 0

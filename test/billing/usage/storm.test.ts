@@ -1,7 +1,7 @@
 /**
  * Concurrent batches over the same subscriptions and hours, their records in different orders, some
  * identifiers sent by every batch (issue #21 items 3 and 7: never a 5xx, exact summaries). Each write
- * takes its locks in one order — subscriptions by id, identifiers' streams, rollup rows by
+ * takes its locks in one order — subscriptions by id, records' keys, rollup rows by
  * (subscription, meter, hour) — so two batches never wait on each other crosswise (a deadlock, which
  * PostgreSQL breaks by failing one of them). PostgreSQL only: PGlite has one connection.
  */
