@@ -643,7 +643,7 @@ export const makeEventStore = Effect.gen(function* () {
     inputs: ReadonlyArray<AppendInput>
   ): Effect.Effect<ReadonlyArray<AppendResult>, AppendError | SqlError> =>
     Effect.gen(function* () {
-      // Checked and encoded without a fiber step per stream (a usage batch appends 1,000 streams).
+      // Checked and encoded without a fiber step per stream (a flow's write can append many streams).
       const seen = new Set<string>()
       for (const input of inputs) {
         const problem = appendProblem(input)

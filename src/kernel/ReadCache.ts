@@ -163,7 +163,7 @@ export const makeReadCache = <V>(
 
     // Other processes' writes: the streams changed behind the gap-safe horizon since the last poll.
     // The database picks this cache's streams (and `clearOn` events) out of the events it scans, so
-    // the events of every other stream type do not travel here (a usage batch appends 1,000 streams);
+    // the events of every other stream type do not travel here (a usage batch appends 1,000 events);
     // the last event scanned comes too (`last`), whatever it is, to move the checkpoint past them.
     let checkpoint: Checkpoint = origin
     const clearPrefixes = clearOn.map((rule) => rule.streamPrefix)
