@@ -42,6 +42,8 @@ export interface ExecuteOptions {
    * and keep the derived ids as the last guard.
    */
   readonly eventIds?: (index: number) => string
+  /** Per decided event, its own metadata (events of several requests in one command), else `metadata`. */
+  readonly eventMetadata?: ReadonlyArray<EventMetadata>
   /**
    * Attempts in total when another process appends concurrently (default 5). Only when the command
    * owns its transaction: joined to a caller's, a conflict fails it and the caller's owner retries.
@@ -85,8 +87,6 @@ export interface StreamCommand<C, S> {
   readonly command: C
   readonly loaded?: LoadedAggregate<S>
   readonly metadata?: EventMetadata
-  /** Per decided event, its own metadata (events of several requests in one command), else `metadata`. */
-  readonly eventMetadata?: ReadonlyArray<EventMetadata>
 }
 
 export type CommandError<Err> = Err | AppendError | EventDecodeError | SqlError
@@ -398,7 +398,7 @@ export const makeCommandRunner = Effect.gen(function* () {
           : yield* load(decider, streamId)
       const decided = yield* decider.decide(command, loaded.state)
       if (decided.length === 0) return { state: loaded.state, version: loaded.version, events: [] }
-      const newEvents = toNewEvents(decider, decided, options.eventIds)
+      const newEvents = toNewEvents(decider, decided, options.eventIds, options.eventMetadata)
       const metadata = options.metadata ?? {}
       const locked = projectionsOf(decided.map((e) => e.type))
       // Set by the append (once per statement attempt): the state after the events and their public events.
@@ -417,7 +417,7 @@ export const makeCommandRunner = Effect.gen(function* () {
               streamVersion: loaded.version + i + 1,
               eventId: eventIds[i] ?? "",
               schemaVersion: newEvents[i]?.eventType.version ?? 1,
-              metadata,
+              metadata: newEvents[i]?.metadata ?? metadata,
               recordedAt,
               ...event // last: see recordedOf
             })
@@ -491,11 +491,7 @@ export const makeCommandRunner = Effect.gen(function* () {
       for (const c of commands) {
         const loaded = c.loaded ?? loadedNow.get(c.streamId) ?? { state: decider.initialState, version: 0 }
         const decided = yield* decider.decide(c.command, loaded.state)
-        decisions.push({
-          loaded,
-          decided,
-          newEvents: toNewEvents(decider, decided, undefined, c.eventMetadata)
-        })
+        decisions.push({ loaded, decided, newEvents: toNewEvents(decider, decided) })
       }
       const appending = commands.flatMap((c, i) => {
         const d = decisions[i]

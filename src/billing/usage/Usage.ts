@@ -337,15 +337,13 @@ export const makeUsage = Effect.gen(function* () {
         let recordedAt = new Date()
         if (fresh.length > 0) {
           const streamId = usageWriteStream(yield* uuidv7)
-          const [result] = yield* runner
-            .executeMany(UsageWriteDecider, [
-              {
-                streamId,
-                command: { _tag: "Record", records: fresh.map((f) => f.data) },
-                loaded: { state: UsageWriteDecider.initialState, version: 0 },
-                eventMetadata: fresh.map((f) => f.metadata)
-              }
-            ])
+          const result = yield* runner
+            .execute(
+              UsageWriteDecider,
+              streamId,
+              { _tag: "Record", records: fresh.map((f) => f.data) },
+              { newStream: true, eventMetadata: fresh.map((f) => f.metadata) }
+            )
             .pipe(
               // The only unique key this write inserts without ON CONFLICT handling its own: a record's
               // (meter, identifier), taken by a write that committed after this one looked (migration
@@ -355,7 +353,7 @@ export const makeUsage = Effect.gen(function* () {
                 return Effect.zipRight(reportConflict(conflict), Effect.fail(conflict))
               })
             )
-          recordedAt = result?.events[0]?.recordedAt ?? recordedAt
+          recordedAt = result.events[0]?.recordedAt ?? recordedAt
         }
         // In-batch replays answer their first occurrence as recorded.
         const byKey = new Map(fresh.map(({ data }) => [identifierKey(data.meter, data.identifier), data]))
