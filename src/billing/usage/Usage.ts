@@ -16,8 +16,8 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Either, Layer, ParseResult, Schema } from "effect"
-import { uuidv7 } from "../../base/Uuid.js"
+import { Clock, Context, Effect, Either, Layer, ParseResult, Schema } from "effect"
+import { uuidv7, uuidv7FromMillis } from "../../base/Uuid.js"
 import { isUniqueViolation } from "../../db/Sql.js"
 import { reportConflict } from "../../db/Transaction.js"
 import type { EventMetadata } from "../../eventstore/EventStore.js"
@@ -250,15 +250,13 @@ export const makeUsage = Effect.gen(function* () {
         sql,
         inputs.map((i) => ({ meter: i.meter, identifier: i.identifier }))
       )
+      // The time of each clock the subscriptions live on, read once; ids minted from one instant.
+      // The loop below then checks up to 1,000 records without an effect step each.
       const nows = new Map<string | null, Date>()
-      const nowFor = (testClockId: string | null) =>
-        Effect.gen(function* () {
-          const known = nows.get(testClockId)
-          if (known !== undefined) return known
-          const now = yield* clock.nowFor(testClockId)
-          nows.set(testClockId, now)
-          return now
-        })
+      for (const sub of subscriptions.values()) {
+        if (!nows.has(sub.testClockId)) nows.set(sub.testClockId, yield* clock.nowFor(sub.testClockId))
+      }
+      const mintedAt = yield* Clock.currentTimeMillis
       const inBatch = new Map<string, UsageRecordData>()
       const prepared: Array<Prepared> = []
       for (const [index, input] of inputs.entries()) {
@@ -299,7 +297,7 @@ export const makeUsage = Effect.gen(function* () {
           )
           continue
         }
-        const now = yield* nowFor(sub.testClockId)
+        const now = nows.get(sub.testClockId) ?? new Date(mintedAt)
         const timestamp = input.timestamp ?? now
         const checked = checkRecord(sub, input.meter, timestamp, now)
         if (checked._tag !== "Accepted") {
@@ -308,7 +306,7 @@ export const makeUsage = Effect.gen(function* () {
         }
         const properties = input.properties ?? {}
         const data: UsageRecordData = {
-          recordId: yield* Ids.make("ue"),
+          recordId: Ids.fromUuid("ue", uuidv7FromMillis(mintedAt)),
           subscriptionId: sub.id,
           customerId: sub.customerId,
           meter: input.meter,
