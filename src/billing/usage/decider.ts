@@ -258,16 +258,17 @@ export interface RecordUsage {
 }
 
 /**
- * A usage write's stream (events.ts), new for each write: one `usage.recorded` per record, in order.
- * An identifier records once by the read model's key in the same transaction, not by this stream.
+ * A usage write's stream (events.ts), new for each write (appended as a new stream, so it holds no
+ * state to decide on): one `usage.recorded` per record, in order. An identifier records once by the
+ * read model's key in the same transaction, not by this stream.
  */
 export const UsageWriteDecider = defineDecider({
   streamType: "usage",
   events: usageEventTypes,
-  initialState: { written: false } as { readonly written: boolean },
-  evolve: (_state: { readonly written: boolean }, _event: UsageEvent) => ({ written: true }),
-  decide: (command: RecordUsage, state: { readonly written: boolean }) =>
-    Effect.succeed(state.written ? [] : command.records.map((data) => UsageRecorded.make(data)))
+  initialState: null,
+  evolve: (state: null, _event: UsageEvent): null => state,
+  decide: (command: RecordUsage, _state: null) =>
+    Effect.succeed(command.records.map((data) => UsageRecorded.make(data)))
 })
 
 /** Whether a second post of an identifier is the same record again (200 replay) or another (409). */
