@@ -83,7 +83,12 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
 export const FastRoutesLive = Layer.effect(
   FastRoutes,
   Effect.map(
-    Effect.all([customersModule.fastRoutes, catalogModule.fastRoutes, ordersModule.fastRoutes]),
+    Effect.all([
+      customersModule.fastRoutes,
+      catalogModule.fastRoutes,
+      ordersModule.fastRoutes,
+      billingModule.fastRoutes
+    ]),
     (routes) => routes.flat()
   )
 )

@@ -35,6 +35,7 @@ export const billingModule = {
   ],
   routes: BillingRoutes.addHttpApi(usageModule.routes).addHttpApi(testClocksModule.routes),
   http: Layer.mergeAll(BillingHttpLive, usageModule.http, testClocksModule.http),
+  fastRoutes: usageModule.fastRoutes,
   infra: Layer.mergeAll(usageModule.infra, testClocksModule.infra),
   port: Layer.mergeAll(usageModule.port, testClocksModule.port),
   services: Layer.mergeAll(usageModule.services, testClocksModule.services).pipe(

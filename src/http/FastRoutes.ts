@@ -19,25 +19,47 @@
  * so a request meets each guard once either way.
  */
 import { HttpApi, type HttpApiGroup, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import { Context, Effect, Layer, Option, Schema, type SchemaAST } from "effect"
 import type { ReadCache } from "../kernel/ReadCache.js"
 import { type AuthenticatedActor, authorize, CredentialVerifier, RouteScopes, routeKey } from "./Auth.js"
 import { type HttpError, type NotFound, statusOfHttpError } from "./errors.js"
 import { IDEMPOTENCY_KEY_HEADER } from "./Idempotency.js"
 import { databaseOutage } from "./middleware.js"
 
-/** A route answered before the router: `GET <prefix><one path segment>`, or a fast command. */
-export type FastRoute = FastRead | FastCommand
+/**
+ * A route answered before the router: `GET <prefix><one path segment>`, `GET <literal path>?<query>`,
+ * or a fast command.
+ */
+export type FastRoute = FastRead | FastQueryRead | FastCommand
 
 /** `GET <prefix><one path segment>`. */
 export interface FastRead {
   readonly method: "GET"
   /** The HttpApi path it answers, `/v1/products/:id`: a literal prefix, then one parameter. */
   readonly path: string
+  readonly query?: undefined
   readonly answer: (
     request: HttpServerRequest.HttpServerRequest,
     param: string
   ) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
+}
+
+/** `GET <literal path>?<query>`: a read whose parameters are all in its query string. */
+export interface FastQueryRead {
+  readonly method: "GET"
+  /** The HttpApi path it answers, a literal (`/v1/usage`). */
+  readonly path: string
+  readonly query: true
+  /**
+   * The answer to the query's parameters (each named once, each one the route knows), or `undefined`
+   * when the router must answer it (its schema refuses them: the router's decode error is the answer).
+   */
+  readonly answer: (
+    request: HttpServerRequest.HttpServerRequest,
+    params: Readonly<Record<string, string>>
+  ) =>
+    | Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
+    | undefined
 }
 
 /** `POST <literal path>` with a JSON body. */
@@ -117,12 +139,56 @@ export const fastGet = (
 ): Effect.Effect<FastRoute, never, CredentialVerifier | RouteScopes> =>
   Effect.gen(function* () {
     const answer = yield* authorizedAnswer("GET", path, 200)
-    return {
+    const route: FastRead = {
       method: "GET",
       path,
       answer: (request, param) => answer(request, (actor) => lookup(actor, param))
     }
+    return route
   })
+
+/**
+ * A fast `GET <path>?<query>` (`path` a literal): query parameters its `params` schema decodes (as the
+ * router decodes them: `Schema.decodeUnknown`, default options) are authenticated and authorized as
+ * the route's `Authentication` middleware would, then answered with `lookup(actor, params)`'s bytes
+ * with 200, or its HTTP error. Parameters the schema refuses, a name it does not declare, or a name
+ * given twice are left to the router (the one error body of a decode failure; unknown names are
+ * ignored there).
+ */
+export const fastQueryGet = <A, I>(
+  path: string,
+  params: Schema.Schema<A, I>,
+  lookup: (actor: AuthenticatedActor, params: A) => Effect.Effect<JsonBytes, HttpError>
+): Effect.Effect<FastRoute, never, CredentialVerifier | RouteScopes> =>
+  Effect.gen(function* () {
+    const answer = yield* authorizedAnswer("GET", path, 200)
+    const decode = Schema.decodeUnknownOption(params)
+    const known = new Set(propertyNames(params.ast))
+    return {
+      method: "GET",
+      path,
+      query: true,
+      answer: (request, query) => {
+        for (const name in query) if (!known.has(name)) return undefined
+        const decoded = decode(query)
+        return Option.isNone(decoded) ? undefined : answer(request, (actor) => lookup(actor, decoded.value))
+      }
+    }
+  })
+
+/** The property names of a struct schema (through its refinements and transformations). */
+const propertyNames = (ast: SchemaAST.AST): ReadonlyArray<string> => {
+  switch (ast._tag) {
+    case "TypeLiteral":
+      return ast.propertySignatures.flatMap((p) => (typeof p.name === "string" ? [p.name] : []))
+    case "Refinement":
+      return propertyNames(ast.from)
+    case "Transformation":
+      return propertyNames(ast.from)
+    default:
+      throw new Error(`a fast query route's parameters are a struct schema, not ${ast._tag}`)
+  }
+}
 
 /**
  * What a fast route answers for `method path`: the credential checked as the route's
@@ -193,25 +259,51 @@ export type FastRouteMatcher = (
   | undefined
 
 /**
+ * The parameters of a query string (`a=1&b=2`), or `undefined` when a name comes twice or a NUL is
+ * encoded in it (the middleware's query check answers that, on the router's way).
+ */
+const plainQuery = (query: string): Record<string, string> | undefined => {
+  if (/%00/i.test(query)) return undefined
+  const out: Record<string, string> = {}
+  for (const [name, value] of new URLSearchParams(query)) {
+    if (Object.hasOwn(out, name)) return undefined
+    out[name] = value
+  }
+  return out
+}
+
+/**
  * The matcher of `routes`: a `GET` whose URL is a route's prefix and one plain segment, without a
- * query string, unless another route has that literal path (`literals`); everything else is left
- * to the router (`undefined`).
+ * query string, unless another route has that literal path (`literals`); a `GET` of a query
+ * route's path with a query string whose names come once each; everything else is left to the
+ * router (`undefined`).
  */
 export const fastRouteMatcher = (
   routes: ReadonlyArray<FastRoute>,
   literals: ReadonlySet<string>
 ): FastRouteMatcher | undefined => {
-  const reads = routes.filter((route): route is FastRead => route.method === "GET")
-  if (reads.length === 0) return undefined
   const byPrefix = new Map<string, FastRead>()
-  for (const route of reads) {
+  const byPath = new Map<string, FastQueryRead>()
+  for (const route of routes) {
+    if (route.method !== "GET") continue
+    if (route.query === true) {
+      byPath.set(route.path, route)
+      continue
+    }
     const colon = route.path.lastIndexOf("/:")
     if (colon < 0) throw new Error(`a fast route ends in /:param: ${route.path}`)
     byPrefix.set(route.path.slice(0, colon + 1), route)
   }
+  if (byPrefix.size === 0 && byPath.size === 0) return undefined
   return (request) => {
     if (request.method !== "GET") return undefined
     const url = request.url
+    const mark = url.indexOf("?")
+    if (mark >= 0) {
+      const route = byPath.get(url.slice(0, mark))
+      const params = route === undefined ? undefined : plainQuery(url.slice(mark + 1))
+      return params === undefined ? undefined : route?.answer(request, params)
+    }
     const slash = url.lastIndexOf("/")
     const route = slash > 0 ? byPrefix.get(url.slice(0, slash + 1)) : undefined
     if (route === undefined || literals.has(url)) return undefined

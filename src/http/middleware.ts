@@ -635,7 +635,8 @@ export const apiMiddleware = <FR = never>(
       )
       // A fast route (a hot single-resource read) is answered here too, without the pre-response
       // handler, the idempotency guard (a GET claims no key) and the router: what the pre-response
-      // handler would do to its answer is done directly. It takes no query string: nothing to check.
+      // handler would do to its answer is done directly. A query it takes holds no encoded NUL (it
+      // leaves those to the router's way, where `checkQuery` refuses them): nothing to check.
       const fast = fast_?.(request)
       const refusedQuery = fast === undefined ? checkQuery(request) : Option.none()
       // Most requests (no body, a clean query) go straight to the app: no refusal to look at.

@@ -2,7 +2,8 @@
  * Fast routes (http/FastRoutes.ts) answer hot `GET <prefix>:id` reads, and `POST /user`, before the
  * router. Whatever they answer must be what the routed handler answers: the same status, body and
  * headers (the request id aside), for every credential and outcome. A query string sends the same
- * request through the router, so each case is asked both ways and compared. `GET /v1/products/:id` answers from the
+ * request through the router (for `GET /v1/usage?…`, a parameter it does not declare), so each case
+ * is asked both ways and compared. `GET /v1/products/:id` answers from the
  * product cache (catalog/cache.ts): every change — an update, a stock adjustment, a reservation, a
  * release, an archive — shows in the very next fast read.
  */
@@ -10,8 +11,16 @@ import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { layer } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { expect, it as plainIt } from "vitest"
-import { type FastRoute, fastCommandMatcher } from "../../src/http/FastRoutes.js"
+import { type FastRoute, fastCommandMatcher, fastRouteMatcher } from "../../src/http/FastRoutes.js"
 import * as Ids from "../../src/kernel/Ids.js"
+import {
+  DAY,
+  HOUR,
+  recordUsage,
+  subscriptionReadModelFixture,
+  sumPrice,
+  uniqueMeter
+} from "../billing/usage/fixtures.js"
 import { createProduct, release, reserve, stockedProduct } from "../support/catalog.js"
 import { adminToken, createCustomer, registeredShopper } from "../support/customers.js"
 import { apiKeyWith, call, IdentityHttp, type Reply, uniqueEmail } from "../support/identity.js"
@@ -204,6 +213,100 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })(
   }
 )
 
+/** `GET /v1/usage?query` fast and through the router (an undeclared parameter): both answers, equal. */
+const summaryBothWays = (query: string, token?: string) =>
+  Effect.gen(function* () {
+    const options = token === undefined ? {} : { token }
+    const fast = yield* call("GET", `/v1/usage?${query}`, options)
+    const routed = yield* call("GET", `/v1/usage?${query}&via=router`, options)
+    expect(fast.status, fast.text).toBe(routed.status)
+    // `asOf` is each answer's own instant.
+    const withoutAsOf = (reply: Reply) => {
+      const body = withoutRequestId(reply)
+      if (typeof body !== "object" || body === null || !("asOf" in body)) return body
+      const { asOf, ...rest } = body
+      expect(Number.isNaN(Date.parse(String(asOf)))).toBe(false)
+      return rest
+    }
+    expect(withoutAsOf(fast)).toEqual(withoutAsOf(routed))
+    expect(comparable(fast.headers)).toEqual(comparable(routed.headers))
+    expect(fast.headers["request-id"]).toMatch(/^req_/)
+    return fast
+  })
+
+layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })(
+  "fast routes: GET /v1/usage (summary)",
+  (it) => {
+    it.effect("staff: by subscription or customer, ranges, buckets, every refusal", () =>
+      Effect.gen(function* () {
+        const admin = yield* adminToken
+        const sub = yield* subscriptionReadModelFixture()
+        const meter = sub.usage?.meter ?? ""
+        for (const [i, value] of [3, 4.5, 12].entries())
+          yield* recordUsage(admin, {
+            subscriptionId: sub.id,
+            meter,
+            value,
+            identifier: `fast-${i}`,
+            timestamp: new Date(Date.now() - (i + 1) * HOUR).toISOString()
+          })
+        const found = yield* summaryBothWays(`subscriptionId=${sub.id}`, admin)
+        expect(found.status).toBe(200)
+        expect(found.body).toMatchObject({ object: "usage_summary", quantity: 19.5, eventCount: 3 })
+        const from = new Date(Date.now() - 2.5 * HOUR).toISOString()
+        const to = new Date(Date.now() + HOUR).toISOString()
+        const ranged = yield* summaryBothWays(
+          new URLSearchParams({ subscriptionId: sub.id, meter, from, to, groupBy: "hour" }).toString(),
+          admin
+        )
+        expect(ranged.body).toMatchObject({ quantity: 7.5, eventCount: 2 })
+        expect((yield* summaryBothWays(`customerId=${sub.customerId}&groupBy=day`, admin)).status).toBe(200)
+        // Refusals of the use case (answered fast) and of the schema (left to the router).
+        const unknown = Ids.fromUuid("sub", crypto.randomUUID())
+        expect((yield* summaryBothWays(`subscriptionId=${unknown}`, admin)).status).toBe(404)
+        expect((yield* summaryBothWays(`subscriptionId=${sub.id}&meter=other`, admin)).status).toBe(400)
+        const unmetered = yield* subscriptionReadModelFixture({ usage: null })
+        expect((yield* summaryBothWays(`subscriptionId=${unmetered.id}`, admin)).status).toBe(400)
+        const backwards = new URLSearchParams({ subscriptionId: sub.id, from: to, to: from }).toString()
+        expect((yield* summaryBothWays(backwards, admin)).status).toBe(400)
+        const wide = new URLSearchParams({
+          subscriptionId: sub.id,
+          from: new Date(Date.now() - 100 * DAY).toISOString(),
+          groupBy: "hour"
+        }).toString()
+        expect((yield* summaryBothWays(wide, admin)).status).toBe(400)
+        expect((yield* summaryBothWays(`subscriptionId=${sub.id}&groupBy=week`, admin)).status).toBe(400)
+        expect((yield* summaryBothWays("subscriptionId=nope", admin)).status).toBe(404)
+        expect(
+          (yield* summaryBothWays(`subscriptionId=${sub.id}&customerId=${sub.customerId}`, admin)).status
+        ).toBe(400)
+        expect((yield* summaryBothWays(`from=${encodeURIComponent(from)}`, admin)).status).toBe(400)
+      })
+    )
+
+    it.effect("credentials: none, invalid, without the scope; shoppers read only their own", () =>
+      Effect.gen(function* () {
+        const shopper = yield* registeredShopper()
+        const own = yield* subscriptionReadModelFixture({ customerId: shopper.customerId })
+        const foreign = yield* subscriptionReadModelFixture({ usage: sumPrice(uniqueMeter()) })
+        const query = `subscriptionId=${own.id}`
+        expect((yield* summaryBothWays(query)).status).toBe(401)
+        expect((yield* summaryBothWays(query, "sk_not_a_key")).status).toBe(401)
+        expect((yield* summaryBothWays(query, (yield* apiKeyWith(["read:products"])).key)).status).toBe(403)
+        expect((yield* summaryBothWays(query, (yield* apiKeyWith(["read:usage"])).key)).status).toBe(200)
+        expect((yield* summaryBothWays(query, shopper.accessToken)).status).toBe(200)
+        expect((yield* summaryBothWays(`customerId=${shopper.customerId}`, shopper.accessToken)).status).toBe(
+          200
+        )
+        expect((yield* summaryBothWays(`subscriptionId=${foreign.id}`, shopper.accessToken)).status).toBe(404)
+        expect((yield* summaryBothWays(`customerId=${foreign.customerId}`, shopper.accessToken)).status).toBe(
+          404
+        )
+      })
+    )
+  }
+)
+
 /** `POST /user` with `json` fast and through the router (`label`s differ: the routed email is its own). */
 const createBothWays = (
   json: (label: string) => Record<string, unknown>,
@@ -353,6 +456,34 @@ plainIt(
     expect(fastCommandMatcher([])).toBeUndefined()
   }
 )
+
+plainIt("the fast read matcher takes a query route's path with each parameter once, nothing else", () => {
+  const answered = Effect.succeed(HttpServerResponse.empty({ status: 200 }))
+  const seen: Array<Readonly<Record<string, string>>> = []
+  const routes: ReadonlyArray<FastRoute> = [
+    {
+      method: "GET",
+      path: "/things",
+      query: true,
+      answer: (_request, params) => {
+        seen.push(params)
+        return answered
+      }
+    }
+  ]
+  const match = fastRouteMatcher(routes, new Set(["/things"]))
+  const request = (url: string, method = "GET") =>
+    HttpServerRequest.fromWeb(new Request(`http://localhost${url}`, { method }))
+  expect(match?.(request("/things?a=1&b=x%20y"))).toBe(answered)
+  expect(seen).toEqual([{ a: "1", b: "x y" }])
+  expect(match?.(request("/things?a=1&a=2"))).toBeUndefined()
+  expect(match?.(request("/things?a=%00"))).toBeUndefined()
+  expect(match?.(request("/things"))).toBeUndefined()
+  expect(match?.(request("/things/?a=1"))).toBeUndefined()
+  expect(match?.(request("/other?a=1"))).toBeUndefined()
+  expect(match?.(request("/things?a=1", "DELETE"))).toBeUndefined()
+  expect(seen).toHaveLength(1)
+})
 
 /** A well-formed id of another type. */
 const createIdLike = (prefix: "cus") => Ids.fromUuid(prefix, crypto.randomUUID())

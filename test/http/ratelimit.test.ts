@@ -156,7 +156,7 @@ const fast = guardedFastRoutes(
       {
         method: "GET",
         path: "/v1/fast/:id",
-        answer: (_request, id) => Effect.succeed(HttpServerResponse.unsafeJson({ id }))
+        answer: (_request: unknown, id: string) => Effect.succeed(HttpServerResponse.unsafeJson({ id }))
       }
     ],
     new Set()

@@ -7,7 +7,7 @@ import { Layer } from "effect"
 import { UsageLedger } from "../contract.js"
 import { UsageRoutes } from "./Api.js"
 import { usageEventTypes } from "./events.js"
-import { UsageHttpLive } from "./Http.js"
+import { UsageFastRoutes, UsageHttpLive } from "./Http.js"
 import { UsageProjection } from "./projection.js"
 import { makeUsageLedger, UsageLive } from "./Usage.js"
 
@@ -20,6 +20,7 @@ export const usageModule = {
   processors: [],
   routes: UsageRoutes,
   http: UsageHttpLive,
+  fastRoutes: UsageFastRoutes,
   infra: Layer.empty,
   port: UsageLedgerLive,
   services: UsageLive
