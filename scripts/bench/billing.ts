@@ -17,12 +17,15 @@
  *          a random subscription of the 64);
  *        - `POST /v1/usage/batch`, 1,000 records per request, 8 connections;
  *        - `GET /v1/usage` summary of the seeded subscription's current period, 16 connections;
- *      records/s (2xx answers × records per request) and p50/p99 are the medians of the rounds.
+ *      records/s (2xx answers × records per request) and p50/p99 are the medians of the rounds;
+ *      each round starts with `VACUUM (ANALYZE)` of the scratch database (`vacuumPhase` in
+ *      support.ts: what autovacuum, off on this machine's PostgreSQL, does every minute on a server);
  *
  *   4. renewals (`--renewals`, default 10,000; 0 skips): that many daily subscriptions created through
  *      the `Billing.create` use case (each charged its first period, 16 at a time, over 100 customers),
  *      then two renewal workers (`billingRenewals`, what a `ROLE=worker` process runs, 8 at a time
- *      each) started on a clock moved past every period end, so all of them fall due at once; timed
+ *      each) started, after a `VACUUM (ANALYZE)`, on a clock moved past every period end, so all of
+ *      them fall due at once; timed
  *      until every one is renewed, invoiced and paid. Then counted at the test processor: exactly one
  *      renewal charge per subscription.
  *
@@ -64,7 +67,8 @@ import {
   median,
   ms,
   printFootnotes,
-  printTable
+  printTable,
+  vacuumPhase
 } from "./support.js"
 
 const USAGE = "usage: npm run bench:billing -- [--duration S] [--rounds N] [--records N] [--renewals N]"
@@ -188,6 +192,7 @@ const renewalPhase = (base: string, accessToken: string, count: number) =>
       (rows) => rows[0]?.n ?? 0
     )
     // The workers' time: just past the last period end, so every renewal is due at once.
+    yield* vacuumPhase("after the creations")
     const ahead = makeShiftedClock(lastEnd + 1000 - Date.now()).clock
     yield* Console.log(`… renewals: ${RENEWAL_WORKERS} workers, ${fmt(count)} renewals due at once`)
     // CPU of this process (the workers) and of the database's backends (local ones, from /proc) over
@@ -386,6 +391,7 @@ const program = Effect.gen(function* () {
   ]
   const runs = new Map<string, Array<Measurement>>()
   for (let round = 1; round <= ROUNDS; round++) {
+    yield* vacuumPhase(round === 1 ? "after the seed" : `after round ${round - 1}`)
     for (const [label, options] of rows) {
       yield* Console.log(`… round ${round}/${ROUNDS}: ${label}, load ${loadAverage()}`)
       const m = yield* measure(

@@ -8,6 +8,7 @@ import { randomBytes } from "node:crypto"
 import { createRequire } from "node:module"
 import { loadavg } from "node:os"
 import { HttpServer } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
 import { Console, Effect, Layer, Option, Redacted } from "effect"
 import pg from "pg"
 import { AppConfig, type AppConfigShape, makeAppConfig } from "../../src/config.js"
@@ -62,6 +63,23 @@ export const scratchDatabase = Effect.gen(function* () {
   yield* Console.log(`scratch database ${name} on ${host}`)
   return Option.some(withDatabase(serverUrl, name))
 })
+
+/**
+ * `VACUUM (ANALYZE)` of the bench's database between its phases, as autovacuum would have done by
+ * then on a production server: it wakes every minute (`autovacuum_naptime`), removes the dead row
+ * versions updates leave and refreshes the planner's statistics. This machine's PostgreSQL runs with
+ * autovacuum off (its `conf.d/90-ci.conf`), so without this a phase's reads would walk the dead
+ * versions of every earlier phase — a seed that packs days of writes into seconds leaves more than
+ * any server with autovacuum on would keep — and plan on tables never analyzed. Prints the time it
+ * took; the time is not part of any measurement.
+ */
+export const vacuumPhase = (label: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const started = Date.now()
+    yield* sql.unsafe("VACUUM (ANALYZE)")
+    yield* Console.log(`  vacuumed and analyzed ${label} in ${((Date.now() - started) / 1000).toFixed(1)} s`)
+  }).pipe(Effect.orDie)
 
 /** Prints rows (the first is the header) as a Markdown table with aligned columns. */
 export const printTable = (rows: ReadonlyArray<ReadonlyArray<string>>) =>
