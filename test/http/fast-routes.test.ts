@@ -41,14 +41,22 @@ const withoutRequestId = (reply: Reply) => {
   return { error }
 }
 
-/** `GET path` fast and through the router: both answers, asserted equal. */
-const bothWays = (path: string, token?: string) =>
+/**
+ * `GET path` fast and through the router (`routedPath`: by default the same with a query string):
+ * both answers, asserted equal (their bodies as `comparableBody` leaves them).
+ */
+const bothWays = (
+  path: string,
+  token?: string,
+  routedPath = `${path}?via=router`,
+  comparableBody: (reply: Reply) => unknown = withoutRequestId
+) =>
   Effect.gen(function* () {
     const options = token === undefined ? {} : { token }
     const fast = yield* call("GET", path, options)
-    const routed = yield* call("GET", `${path}?via=router`, options)
+    const routed = yield* call("GET", routedPath, options)
     expect(fast.status, fast.text).toBe(routed.status)
-    expect(withoutRequestId(fast)).toEqual(withoutRequestId(routed))
+    expect(comparableBody(fast)).toEqual(comparableBody(routed))
     expect(comparable(fast.headers)).toEqual(comparable(routed.headers))
     expect(fast.headers["request-id"]).toMatch(/^req_/)
     expect(fast.headers["request-id"]).not.toBe(routed.headers["request-id"])
@@ -213,26 +221,18 @@ layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })(
   }
 )
 
-/** `GET /v1/usage?query` fast and through the router (an undeclared parameter): both answers, equal. */
+/** A summary body without its request id and its `asOf` (each answer's own instant). */
+const withoutAsOf = (reply: Reply) => {
+  const body = withoutRequestId(reply)
+  if (typeof body !== "object" || body === null || !("asOf" in body)) return body
+  const { asOf, ...rest } = body
+  expect(Number.isNaN(Date.parse(String(asOf)))).toBe(false)
+  return rest
+}
+
+/** `GET /v1/usage?query` fast and through the router (a parameter it does not declare). */
 const summaryBothWays = (query: string, token?: string) =>
-  Effect.gen(function* () {
-    const options = token === undefined ? {} : { token }
-    const fast = yield* call("GET", `/v1/usage?${query}`, options)
-    const routed = yield* call("GET", `/v1/usage?${query}&via=router`, options)
-    expect(fast.status, fast.text).toBe(routed.status)
-    // `asOf` is each answer's own instant.
-    const withoutAsOf = (reply: Reply) => {
-      const body = withoutRequestId(reply)
-      if (typeof body !== "object" || body === null || !("asOf" in body)) return body
-      const { asOf, ...rest } = body
-      expect(Number.isNaN(Date.parse(String(asOf)))).toBe(false)
-      return rest
-    }
-    expect(withoutAsOf(fast)).toEqual(withoutAsOf(routed))
-    expect(comparable(fast.headers)).toEqual(comparable(routed.headers))
-    expect(fast.headers["request-id"]).toMatch(/^req_/)
-    return fast
-  })
+  bothWays(`/v1/usage?${query}`, token, `/v1/usage?${query}&via=router`, withoutAsOf)
 
 layer(IdentityHttp, { excludeTestServices: true, timeout: 120_000 })(
   "fast routes: GET /v1/usage (summary)",
