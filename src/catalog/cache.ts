@@ -23,7 +23,7 @@ export class ProductCache extends Context.Tag("catalog/ProductCache")<
 /** Room for every product of a large store (about 1–2 kB each). */
 const CAPACITY = 50_000
 
-export const ProductCacheLive = Layer.scoped(
-  ProductCache,
-  makeReadCache<CachedProduct>({ name: "products", capacity: CAPACITY, streamPrefix: "product-" })
-)
+/** The streams it watches are indexed for its poll (migration 0029). */
+export const productCacheOptions = { name: "products", capacity: CAPACITY, streamPrefix: "product-" }
+
+export const ProductCacheLive = Layer.scoped(ProductCache, makeReadCache<CachedProduct>(productCacheOptions))

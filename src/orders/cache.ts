@@ -22,12 +22,12 @@ export class OrderCache extends Context.Tag("orders/OrderCache")<OrderCache, Rea
 /** The recent orders a store is asked about (a few kB each). */
 const CAPACITY = 10_000
 
-export const OrderCacheLive = Layer.scoped(
-  OrderCache,
-  makeReadCache<CachedOrder>({
-    name: "orders",
-    capacity: CAPACITY,
-    streamPrefix: orderStream(""),
-    clearOn: [{ streamPrefix: customerStream(""), eventType: CustomerErased.type }]
-  })
-)
+/** The streams and events it watches are indexed for its poll (migration 0029). */
+export const orderCacheOptions = {
+  name: "orders",
+  capacity: CAPACITY,
+  streamPrefix: orderStream(""),
+  clearOn: [{ streamPrefix: customerStream(""), eventType: CustomerErased.type }]
+}
+
+export const OrderCacheLive = Layer.scoped(OrderCache, makeReadCache<CachedOrder>(orderCacheOptions))

@@ -10,11 +10,14 @@ import { SqlClient } from "@effect/sql"
 import { layer } from "@effect/vitest"
 import { Deferred, Duration, Effect, Fiber, Option, Schema, TestClock } from "effect"
 import { expect } from "vitest"
+import { productCacheOptions } from "../../src/catalog/cache.js"
 import { transactionWith } from "../../src/db/Transaction.js"
 import { AppendWatchers, makeAppendWatchers } from "../../src/eventstore/AppendWatchers.js"
+import { origin } from "../../src/eventstore/Checkpoint.js"
 import { EventStore, makeEventStore } from "../../src/eventstore/EventStore.js"
 import { defineEvent } from "../../src/eventstore/EventType.js"
-import { makeReadCache } from "../../src/kernel/ReadCache.js"
+import { makeReadCache, readChangesStatement } from "../../src/kernel/ReadCache.js"
+import { orderCacheOptions } from "../../src/orders/cache.js"
 import { TestPersistence } from "../support/database.js"
 
 const ThingRenamed = defineEvent("thing.renamed", { schema: Schema.Struct({ name: Schema.String }) })
@@ -234,6 +237,32 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("ReadCach
     })
   )
 
+  it.scoped("the poll reads on past a full batch of the cached streams' own changes", () =>
+    Effect.gen(function* () {
+      const cache = yield* cacheOf()
+      const { calls, load } = countingLoad()
+      yield* cache.get("m", load)
+      yield* cache.get("n", load)
+      // 1,500 changes of cached streams (more than one poll statement returns), then the change of a
+      // held entry: the poll reads batch after batch until it is reached.
+      const other = yield* elsewhere
+      yield* other.appendMany(
+        Array.from({ length: 1_500 }, (_, i) => ({
+          streamId: `thing-uncached-${i}-${Date.now()}`,
+          streamType: "thing",
+          expectedVersion: "any" as const,
+          events: [{ eventType: ThingRenamed, data: { name: `uncached ${i}` } }],
+          metadata: { actor: { type: "system" as const, id: "test" } }
+        }))
+      )
+      yield* appendElsewhere("m")
+      expect(yield* reloadedWithinPolls(cache, "m", load, calls)).toBe(true)
+      const after = calls.count
+      yield* cache.get("n", load)
+      expect(calls.count).toBe(after)
+    })
+  )
+
   it.scoped("this process's appends drop the entry with no word from the writer, on commit too", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
@@ -328,4 +357,20 @@ layer(TestPersistence, { timeout: 60_000 })("ReadCache without a recent poll", (
       expect(calls.count).toBe(3)
     })
   )
+})
+
+layer(TestPersistence, { timeout: 60_000 })("ReadCache polls of the app's caches", (it) => {
+  // Their polls read only their own streams' events through migration 0029's partial index, not
+  // every event since the last poll (a usage batch appends 1,000): the planner must be able to prove
+  // the index's predicate from the poll's, which a change of prefix or spelling on either side breaks.
+  for (const options of [productCacheOptions, orderCacheOptions])
+    it.effect(`${options.name}: the poll reads the cached streams' index`, () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const plan = yield* sql<{
+          "QUERY PLAN": string
+        }>`EXPLAIN ${readChangesStatement(sql, options, origin)}`
+        expect(plan.map((row) => row["QUERY PLAN"]).join("\n")).toContain("events_cached_streams_idx")
+      })
+    )
 })
