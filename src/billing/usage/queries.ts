@@ -5,7 +5,7 @@
  * edge hours, and the raw records (through their index) for the partial minutes at its very ends,
  * aggregated in SQL. Never a scan of a period's raw records.
  */
-import type { SqlClient, Statement } from "@effect/sql"
+import type { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option, Schema } from "effect"
 import { textArray } from "../../db/Sql.js"
@@ -19,14 +19,7 @@ import {
   type Partial,
   type SubscriptionView
 } from "./decider.js"
-import {
-  HOUR_MS,
-  MINUTE_MS,
-  USAGE_DISTINCT,
-  USAGE_HOURLY,
-  USAGE_MINUTELY,
-  USAGE_RECORDS
-} from "./projection.js"
+import { HOUR_MS, MINUTE_MS, USAGE_DISTINCT, USAGE_RECORDS } from "./projection.js"
 
 const DAY_MS = 24 * HOUR_MS
 
@@ -268,60 +261,31 @@ export const rangePartials = (
     const between = (column: "hour" | "minute", [lo, hi]: Span) =>
       sql`${sql.literal(column)} >= ${new Date(lo)} AND ${sql.literal(column)} < ${new Date(hi)}`
 
-    // ONE statement: the rollup rows (the whole hours and the whole minutes: per row, or folded into
-    // one), then one aggregate per raw piece. Each range is its own branch, so each is a precise
-    // index range scan (ranges ORed in one branch let the planner scan all of a subscription's rows).
-    const rollups = [
-      ...(pieces.hours === null
-        ? []
-        : [{ table: USAGE_HOURLY, column: "hour" as const, span: pieces.hours }]),
-      ...pieces.minutes.map((span) => ({ table: USAGE_MINUTELY, column: "minute" as const, span }))
-    ].map(
-      ({ table, column, span }) =>
-        sql`SELECT ${sql.literal(column)} AS at, event_count, sum_value, max_value, last_value, last_at,
-            last_identifier
-          FROM ${sql(table)} WHERE ${ofSubscription} AND ${between(column, span)}`
-    )
-    const raw = pieces.raw.map(
-      ([lo, hi], i) =>
-        sql`SELECT ${sql.literal(String(i))} AS piece, occurred_at, identifier, value,
-            ${input.distinct ? sql`unique_value` : sql`NULL::text`} AS unique_value
-          FROM ${sql(USAGE_RECORDS)}
-          WHERE ${ofSubscription} AND occurred_at >= ${new Date(lo)} AND occurred_at < ${new Date(hi)}`
-    )
-    const unionAll = (parts: ReadonlyArray<Statement.Fragment>) =>
-      parts.slice(1).reduce((acc, r) => sql`${acc} UNION ALL ${r}`, parts[0] ?? sql`SELECT 1 WHERE false`)
-    const parts: Array<Statement.Fragment> = []
-    if (rollups.length > 0)
-      parts.push(
-        input.perHour
-          ? sql`(SELECT NULL::int AS piece, at, event_count::text AS "eventCount", sum_value::text AS "sumValue",
-                max_value::text AS "maxValue", last_value::text AS "lastValue", last_at AS "lastAt",
-                last_identifier AS "lastIdentifier", NULL::text[] AS uniques
-              FROM (${unionAll(rollups)}) AS r)`
-          : // The latest row's last record is the latest of all (the rows' time spans are disjoint).
-            sql`(SELECT NULL::int AS piece, min(at) AS at, sum(event_count)::text AS "eventCount",
-                sum(sum_value)::text AS "sumValue", max(max_value)::text AS "maxValue",
-                ${input.last ? sql`(array_agg(last_value ORDER BY at DESC))[1]::text` : sql`NULL::text`} AS "lastValue",
-                max(last_at) AS "lastAt",
-                ${input.last ? sql`(array_agg(last_identifier ORDER BY at DESC))[1]` : sql`NULL::text`} AS "lastIdentifier",
-                NULL::text[] AS uniques
-              FROM (${unionAll(rollups)}) AS r
-              HAVING count(*) > 0)`
+    // ONE statement (migration 0030's function, whose plans are made once per connection): the rollup
+    // rows of the whole hours and the whole minutes (per row, or folded into one), then one aggregate
+    // per raw piece. A piece that is not there is a NULL range.
+    const bounds = (span: Span | null | undefined) =>
+      span === null || span === undefined ? [null, null] : [new Date(span[0]), new Date(span[1])]
+    const [hoursFrom, hoursTo] = bounds(pieces.hours)
+    const [minutes1From, minutes1To] = bounds(pieces.minutes[0])
+    const [minutes2From, minutes2To] = bounds(pieces.minutes[1])
+    const [raw1From, raw1To] = bounds(pieces.raw[0])
+    const [raw2From, raw2To] = bounds(pieces.raw[1])
+    if (pieces.hours === null && pieces.minutes.length === 0 && pieces.raw.length === 0) return out
+    if (pieces.minutes.length > 2 || pieces.raw.length > 2)
+      return yield* Effect.dieMessage(
+        `a range of more than two minute or raw pieces: ${JSON.stringify(pieces)}`
       )
-    if (raw.length > 0)
-      parts.push(
-        sql`(SELECT piece, min(occurred_at) AS at, count(*)::text AS "eventCount", sum(value)::text AS "sumValue",
-              max(value)::text AS "maxValue",
-              ${input.last ? sql`(array_agg(value ORDER BY occurred_at DESC, identifier DESC))[1]::text` : sql`NULL::text`} AS "lastValue",
-              max(occurred_at) AS "lastAt",
-              ${input.last ? sql`(array_agg(identifier ORDER BY occurred_at DESC, identifier DESC))[1]` : sql`NULL::text`} AS "lastIdentifier",
-              array_agg(DISTINCT unique_value) FILTER (WHERE unique_value IS NOT NULL) AS uniques
-            FROM (${unionAll(raw)}) AS edge
-            GROUP BY piece)`
-      )
-    if (parts.length === 0) return out
-    const rows = yield* sql<PartialRow>`${unionAll(parts)}`
+    const rows =
+      yield* sql<PartialRow>`SELECT piece, at, event_count AS "eventCount", sum_value AS "sumValue",
+        max_value AS "maxValue", last_value AS "lastValue", last_at AS "lastAt",
+        last_identifier AS "lastIdentifier", uniques
+      FROM billing.usage_partials(${input.subscriptionId}, ${input.meter},
+        ${hoursFrom}::timestamptz, ${hoursTo}::timestamptz,
+        ${minutes1From}::timestamptz, ${minutes1To}::timestamptz,
+        ${minutes2From}::timestamptz, ${minutes2To}::timestamptz,
+        ${raw1From}::timestamptz, ${raw1To}::timestamptz, ${raw2From}::timestamptz, ${raw2To}::timestamptz,
+        ${input.perHour}::boolean, ${input.last}::boolean, ${input.distinct}::boolean)`
 
     // unique_count's distinct values of the whole hours (it reads no minute rows): per hour, or
     // (folded) all of them, for the one folded partial.
