@@ -11,6 +11,33 @@
 -- bound is a piece that is not there. `p_per_hour`: one row per rollup row, else all folded into one
 -- (none when there are none). `p_last`: the last record's value and identifier are wanted.
 -- `p_distinct`: the raw pieces' distinct unique values are wanted (unique_count).
+-- The rollup rows of the whole hours and the up to two runs of whole minutes. A plain SQL function:
+-- PostgreSQL inlines it into the statement that reads it, so each range stays an index range scan.
+CREATE FUNCTION billing.usage_rollup_rows(
+  p_subscription_id text, p_meter text,
+  p_hours_from timestamptz, p_hours_to timestamptz,
+  p_minutes1_from timestamptz, p_minutes1_to timestamptz,
+  p_minutes2_from timestamptz, p_minutes2_to timestamptz
+) RETURNS TABLE (at timestamptz, event_count bigint, sum_value numeric, max_value numeric,
+                 last_value numeric, last_at timestamptz, last_identifier text)
+LANGUAGE sql STABLE
+AS $$
+  SELECT h.hour, h.event_count, h.sum_value, h.max_value, h.last_value, h.last_at, h.last_identifier
+    FROM billing.usage_hourly h
+   WHERE h.subscription_id = p_subscription_id AND h.meter = p_meter
+     AND h.hour >= p_hours_from AND h.hour < p_hours_to
+  UNION ALL
+  SELECT m.minute, m.event_count, m.sum_value, m.max_value, m.last_value, m.last_at, m.last_identifier
+    FROM billing.usage_minutely m
+   WHERE m.subscription_id = p_subscription_id AND m.meter = p_meter
+     AND m.minute >= p_minutes1_from AND m.minute < p_minutes1_to
+  UNION ALL
+  SELECT m.minute, m.event_count, m.sum_value, m.max_value, m.last_value, m.last_at, m.last_identifier
+    FROM billing.usage_minutely m
+   WHERE m.subscription_id = p_subscription_id AND m.meter = p_meter
+     AND m.minute >= p_minutes2_from AND m.minute < p_minutes2_to
+$$;
+
 CREATE FUNCTION billing.usage_partials(
   p_subscription_id text, p_meter text,
   p_hours_from timestamptz, p_hours_to timestamptz,
@@ -29,24 +56,9 @@ BEGIN
   IF p_per_hour THEN
     RETURN QUERY
       SELECT NULL::int, r.at, r.event_count::text, r.sum_value::text, r.max_value::text,
-             r.last_value::text, r.last_at, r.last_identifier::text, NULL::text[]
-        FROM (SELECT h.hour AS at, h.event_count, h.sum_value, h.max_value, h.last_value, h.last_at,
-                     h.last_identifier
-                FROM billing.usage_hourly h
-               WHERE h.subscription_id = p_subscription_id AND h.meter = p_meter
-                 AND h.hour >= p_hours_from AND h.hour < p_hours_to
-              UNION ALL
-              SELECT m.minute, m.event_count, m.sum_value, m.max_value, m.last_value, m.last_at,
-                     m.last_identifier
-                FROM billing.usage_minutely m
-               WHERE m.subscription_id = p_subscription_id AND m.meter = p_meter
-                 AND m.minute >= p_minutes1_from AND m.minute < p_minutes1_to
-              UNION ALL
-              SELECT m.minute, m.event_count, m.sum_value, m.max_value, m.last_value, m.last_at,
-                     m.last_identifier
-                FROM billing.usage_minutely m
-               WHERE m.subscription_id = p_subscription_id AND m.meter = p_meter
-                 AND m.minute >= p_minutes2_from AND m.minute < p_minutes2_to) AS r;
+             r.last_value::text, r.last_at, r.last_identifier, NULL::text[]
+        FROM billing.usage_rollup_rows(p_subscription_id, p_meter, p_hours_from, p_hours_to,
+               p_minutes1_from, p_minutes1_to, p_minutes2_from, p_minutes2_to) AS r;
   ELSE
     -- The latest row's last record is the latest of all (the rows' time spans are disjoint).
     RETURN QUERY
@@ -54,25 +66,10 @@ BEGIN
              max(r.max_value)::text,
              (array_agg(r.last_value ORDER BY r.at DESC) FILTER (WHERE p_last))[1]::text,
              max(r.last_at),
-             (array_agg(r.last_identifier ORDER BY r.at DESC) FILTER (WHERE p_last))[1]::text,
+             (array_agg(r.last_identifier ORDER BY r.at DESC) FILTER (WHERE p_last))[1],
              NULL::text[]
-        FROM (SELECT h.hour AS at, h.event_count, h.sum_value, h.max_value, h.last_value, h.last_at,
-                     h.last_identifier
-                FROM billing.usage_hourly h
-               WHERE h.subscription_id = p_subscription_id AND h.meter = p_meter
-                 AND h.hour >= p_hours_from AND h.hour < p_hours_to
-              UNION ALL
-              SELECT m.minute, m.event_count, m.sum_value, m.max_value, m.last_value, m.last_at,
-                     m.last_identifier
-                FROM billing.usage_minutely m
-               WHERE m.subscription_id = p_subscription_id AND m.meter = p_meter
-                 AND m.minute >= p_minutes1_from AND m.minute < p_minutes1_to
-              UNION ALL
-              SELECT m.minute, m.event_count, m.sum_value, m.max_value, m.last_value, m.last_at,
-                     m.last_identifier
-                FROM billing.usage_minutely m
-               WHERE m.subscription_id = p_subscription_id AND m.meter = p_meter
-                 AND m.minute >= p_minutes2_from AND m.minute < p_minutes2_to) AS r
+        FROM billing.usage_rollup_rows(p_subscription_id, p_meter, p_hours_from, p_hours_to,
+               p_minutes1_from, p_minutes1_to, p_minutes2_from, p_minutes2_to) AS r
       HAVING count(*) > 0;
   END IF;
   RETURN QUERY

@@ -211,57 +211,43 @@ layer(TestPersistence, { excludeTestServices: true, timeout: 60_000 })("ReadCach
     })
   )
 
-  it.scoped("the poll reaches a change behind more than a poll's batch of other streams' events", () =>
-    Effect.gen(function* () {
-      const cache = yield* cacheOf()
-      const { calls, load } = countingLoad()
-      yield* cache.get("g", load)
-      yield* cache.get("h", load)
-      // 2,500 events of streams the cache does not hold (the database leaves them out of its answer),
-      // then the change: the checkpoint must move past all of them.
-      const other = yield* elsewhere
-      yield* other.appendMany(
-        Array.from({ length: 2_500 }, (_, i) => ({
-          streamId: `other-${i}-${Date.now()}`,
-          streamType: "other",
-          expectedVersion: "any" as const,
-          events: [{ eventType: ThingRenamed, data: { name: `other ${i}` } }],
-          metadata: { actor: { type: "system" as const, id: "test" } }
-        }))
-      )
-      yield* appendElsewhere("g")
-      expect(yield* reloadedWithinPolls(cache, "g", load, calls)).toBe(true)
-      const after = calls.count
-      yield* cache.get("h", load)
-      expect(calls.count).toBe(after)
-    })
-  )
-
-  it.scoped("the poll reads on past a full batch of the cached streams' own changes", () =>
-    Effect.gen(function* () {
-      const cache = yield* cacheOf()
-      const { calls, load } = countingLoad()
-      yield* cache.get("m", load)
-      yield* cache.get("n", load)
-      // 1,500 changes of cached streams (more than one poll statement returns), then the change of a
-      // held entry: the poll reads batch after batch until it is reached.
-      const other = yield* elsewhere
-      yield* other.appendMany(
-        Array.from({ length: 1_500 }, (_, i) => ({
-          streamId: `thing-uncached-${i}-${Date.now()}`,
-          streamType: "thing",
-          expectedVersion: "any" as const,
-          events: [{ eventType: ThingRenamed, data: { name: `uncached ${i}` } }],
-          metadata: { actor: { type: "system" as const, id: "test" } }
-        }))
-      )
-      yield* appendElsewhere("m")
-      expect(yield* reloadedWithinPolls(cache, "m", load, calls)).toBe(true)
-      const after = calls.count
-      yield* cache.get("n", load)
-      expect(calls.count).toBe(after)
-    })
-  )
+  // Many events from another process, then the change of a held entry: the poll reaches it, past
+  // 2,500 events of streams it does not hold (the database leaves them out of its answer, and the
+  // checkpoint moves past them) or 1,500 changes of cached streams it holds none of (more than one
+  // poll statement returns: it reads batch after batch).
+  for (const { title, count, stream, held } of [
+    { title: "more than a poll's batch of other streams' events", count: 2_500, stream: "other", held: "g" },
+    {
+      title: "a full batch of the cached streams' own changes",
+      count: 1_500,
+      stream: "thing-uncached",
+      held: "m"
+    }
+  ])
+    it.scoped(`the poll reaches a change behind ${title}`, () =>
+      Effect.gen(function* () {
+        const cache = yield* cacheOf()
+        const { calls, load } = countingLoad()
+        const untouched = `${held}-untouched`
+        yield* cache.get(held, load)
+        yield* cache.get(untouched, load)
+        const other = yield* elsewhere
+        yield* other.appendMany(
+          Array.from({ length: count }, (_, i) => ({
+            streamId: `${stream}-${i}-${Date.now()}`,
+            streamType: stream,
+            expectedVersion: "any" as const,
+            events: [{ eventType: ThingRenamed, data: { name: `${stream} ${i}` } }],
+            metadata: { actor: { type: "system" as const, id: "test" } }
+          }))
+        )
+        yield* appendElsewhere(held)
+        expect(yield* reloadedWithinPolls(cache, held, load, calls)).toBe(true)
+        const after = calls.count
+        yield* cache.get(untouched, load)
+        expect(calls.count).toBe(after)
+      })
+    )
 
   it.scoped("this process's appends drop the entry with no word from the writer, on commit too", () =>
     Effect.gen(function* () {
