@@ -65,14 +65,11 @@ interface Lookup {
 
 const POLL_BATCH = 1_000
 
-/** One change a poll read: an event of the cache's streams (or a `clearOn` one), or the `head`. */
-interface ChangeRow {
-  readonly streamId: string | null
-  readonly type: string | null
-  readonly xid: string
-  readonly position: string
-  readonly head: boolean
-}
+/** What a poll reads: an event of the cache's streams (or a `clearOn` one), or the `head`. */
+type ChangeRow = { readonly xid: string; readonly position: string } & (
+  | { readonly head: false; readonly streamId: string }
+  | { readonly head: true; readonly streamId: null }
+)
 
 const quoted = (text: string) => `'${text.replaceAll("'", "''")}'`
 
@@ -101,7 +98,7 @@ export const readChangesStatement = (
     ].join(" OR ")
   )
   return sql<ChangeRow>`
-    (SELECT stream_id AS "streamId", event_type AS type, transaction_id::text AS xid,
+    (SELECT stream_id AS "streamId", transaction_id::text AS xid,
             global_position::text AS position, false AS head
        FROM event_store.events
       WHERE (transaction_id, global_position) > (${after.xid}::xid8, ${after.position})
@@ -110,7 +107,7 @@ export const readChangesStatement = (
       ORDER BY transaction_id, global_position
       LIMIT ${POLL_BATCH})
     UNION ALL
-    (SELECT NULL, NULL, e.transaction_id::text, e.global_position::text, true
+    (SELECT NULL, e.transaction_id::text, e.global_position::text, true
        FROM event_store.events e
       WHERE (e.transaction_id, e.global_position) > (${after.xid}::xid8, ${after.position})
         AND e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
@@ -225,7 +222,7 @@ export const makeReadCache = <V>(
         let head: Checkpoint | undefined
         for (const row of rows) {
           const at = { xid: row.xid, position: Number(row.position) }
-          if (row.head || row.streamId === null) {
+          if (row.head) {
             head = at
             continue
           }

@@ -266,16 +266,16 @@ export const rangePartials = (
     // per raw piece. A piece that is not there is a NULL range.
     const bounds = (span: Span | null | undefined) =>
       span === null || span === undefined ? [null, null] : [new Date(span[0]), new Date(span[1])]
-    const [hoursFrom, hoursTo] = bounds(pieces.hours)
-    const [minutes1From, minutes1To] = bounds(pieces.minutes[0])
-    const [minutes2From, minutes2To] = bounds(pieces.minutes[1])
-    const [raw1From, raw1To] = bounds(pieces.raw[0])
-    const [raw2From, raw2To] = bounds(pieces.raw[1])
     if (pieces.hours === null && pieces.minutes.length === 0 && pieces.raw.length === 0) return out
     if (pieces.minutes.length > 2 || pieces.raw.length > 2)
       return yield* Effect.dieMessage(
         `a range of more than two minute or raw pieces: ${JSON.stringify(pieces)}`
       )
+    const [hoursFrom, hoursTo] = bounds(pieces.hours)
+    const [minutes1From, minutes1To] = bounds(pieces.minutes[0])
+    const [minutes2From, minutes2To] = bounds(pieces.minutes[1])
+    const [raw1From, raw1To] = bounds(pieces.raw[0])
+    const [raw2From, raw2To] = bounds(pieces.raw[1])
     const rows =
       yield* sql<PartialRow>`SELECT piece, at, event_count AS "eventCount", sum_value AS "sumValue",
         max_value AS "maxValue", last_value AS "lastValue", last_at AS "lastAt",
