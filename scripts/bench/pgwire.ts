@@ -25,6 +25,8 @@ export interface CountingProxy {
   readonly since: (mark: number) => ReadonlyArray<string>
   /** Round trips so far (simple Queries and Syncs, all connections). */
   readonly roundTrips: () => number
+  /** Chunks the clients sent so far (all connections): statements sent together arrive as one. */
+  readonly writes: () => number
   /** `url` (a postgres:// URL of the upstream server) with its host and port replaced by the proxy's. */
   readonly urlFor: (url: string) => string
   readonly close: () => Promise<void>
@@ -92,6 +94,7 @@ export const startCountingProxy = (upstream: { readonly host: string; readonly p
   new Promise<CountingProxy>((resolve, reject) => {
     const statements: Array<string> = []
     let roundTrips = 0
+    let writes = 0
     const sockets = new Set<Socket>()
     const server = createServer((client) => {
       const database = netConnect(upstream.port, upstream.host)
@@ -104,6 +107,7 @@ export const startCountingProxy = (upstream: { readonly host: string; readonly p
         () => roundTrips++
       )
       client.on("data", (chunk: Buffer) => {
+        writes++
         read(chunk)
         database.write(chunk)
       })
@@ -131,6 +135,7 @@ export const startCountingProxy = (upstream: { readonly host: string; readonly p
         statements: () => statements,
         since: (mark) => statements.slice(mark),
         roundTrips: () => roundTrips,
+        writes: () => writes,
         urlFor: (url) => {
           const u = new URL(url)
           u.hostname = "127.0.0.1"

@@ -35,6 +35,16 @@ export const lockSubscription = (sql: SqlClient.SqlClient, subscriptionId: strin
     (rows) => rows.length > 0
   )
 
+/**
+ * Locks the rows of `subscriptionIds` (sorted, distinct) in id order, by one statement: a batch of
+ * renewals takes its rows as one, so two batches never wait on each other crosswise, whatever order
+ * its renewals' own statements then run in.
+ */
+export const lockSubscriptions = (sql: SqlClient.SqlClient, subscriptionIds: ReadonlyArray<string>) =>
+  Effect.asVoid(
+    sql`SELECT id FROM ${sql(SUBSCRIPTIONS)} WHERE id IN ${sql.in(subscriptionIds)} ORDER BY id FOR UPDATE`
+  )
+
 /** A customer's subscriptions that are not over (canceled, incomplete_expired). */
 export const liveSubscriptionsOf = (sql: SqlClient.SqlClient, customerId: string) =>
   Effect.map(

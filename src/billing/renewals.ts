@@ -66,8 +66,10 @@ const makeRenewalBatcher = () => {
 /**
  * A renewal's outcome carries the record of its processor answer and its invoice's outcome: the
  * worker commits those of the renewals that finished meanwhile together with their completions, in
- * one transaction (one BEGIN/COMMIT and one WAL flush for many). Subscriptions in id order, so two
- * such transactions never wait on each other's rows crosswise.
+ * one transaction (one BEGIN/COMMIT and one WAL flush for many). Their records start in
+ * subscription id order; each claim is one worker's, so two such transactions hardly ever share a
+ * row, and should they wait on each other crosswise, the server's deadlock detection fails one and
+ * its outcomes are recorded one by one (dueWorker's fallback).
  */
 export const billingRenewals = () => {
   const batcher = makeRenewalBatcher()
@@ -82,7 +84,8 @@ export const billingRenewals = () => {
       Effect.forEach(
         [...batch].sort((a, b) => (a.subscriptionId < b.subscriptionId ? -1 : 1)),
         (b) => b.writes,
-        { discard: true }
+        // Side by side: on a PostgreSQL server their statements share the transaction's round trips.
+        { discard: true, concurrency: "unbounded" }
       )
   })
 }

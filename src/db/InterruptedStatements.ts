@@ -18,7 +18,10 @@
  * - hides the backend's pid from `@effect/sql-pg`, which then never sends a cancel;
  * - runs callback-style queries one after another in its own queue, so the ROLLBACK an interrupted
  *   transaction issues waits for the statement before it (pg itself would queue it too, but warns
- *   that it will stop doing so);
+ *   that it will stop doing so) — or, in pg's pipeline mode (the config's `pipeline`), sends each at
+ *   once behind the ones in flight: the server runs them in the order sent, each up to its own Sync,
+ *   so the ROLLBACK still runs after the statement before it, and the statements of fibers sharing
+ *   one transaction travel together instead of one round trip each;
  * - returns to the pool only once idle: a release while a statement still runs is kept until the
  *   statement ends, so the pool hands a free connection to the next request instead of a busy one;
  * - keeps a connection error that arrives meanwhile from crashing the process (it still fails the
@@ -40,15 +43,34 @@ export class SettlingClient extends pg.Client {
   constructor(config?: string | pg.ClientConfig) {
     super(config)
     const send: (...args: ReadonlyArray<unknown>) => unknown = pg.Client.prototype.query.bind(this)
+    const pipelined = this.pipeline
     const waiting: Array<() => void> = []
-    let running = false
+    /** Statements sent whose callbacks have not run yet: at most one unless pipelined. */
+    let inFlight = 0
     let poolRelease: Release | undefined
     let heldRelease: (() => void) | undefined
+
+    /**
+     * Pipelined statements sent in one tick (fibers of one transaction resumed by the same answers)
+     * leave in one socket write: the stream is corked at the first and uncorked once the tick's
+     * work is done. A system call per statement was a tenth of the service's CPU.
+     */
+    let corked = false
+    const corkForTick = () => {
+      if (corked) return
+      const stream = this.connection.stream
+      corked = true
+      stream.cork()
+      process.nextTick(() => {
+        corked = false
+        stream.uncork()
+      })
+    }
 
     const next = () => {
       const start = waiting.shift()
       if (start !== undefined) return start()
-      running = false
+      if (inFlight > 0) return
       const held = heldRelease
       heldRelease = undefined
       held?.()
@@ -60,16 +82,18 @@ export class SettlingClient extends pg.Client {
       const callback = args[args.length - 1]
       if (!isCallback(callback)) return send(...args)
       const start = () => {
-        running = true
+        inFlight++
+        if (pipelined) corkForTick()
         send(...args.slice(0, -1), (error: Error | null, result: unknown) => {
           try {
             callback(error, result)
           } finally {
+            inFlight--
             next()
           }
         })
       }
-      if (running) waiting.push(start)
+      if (inFlight > 0 && !pipelined) waiting.push(start)
       else start()
       return undefined
     }
@@ -79,7 +103,7 @@ export class SettlingClient extends pg.Client {
       if (toPool === undefined) return
       this.onRelease()
       // A broken connection goes back at once: the pool destroys it, failing what is still queued.
-      if (!running || error !== undefined) toPool(error)
+      if (inFlight === 0 || error !== undefined) toPool(error)
       else heldRelease = () => toPool()
     }
 

@@ -16,7 +16,10 @@ import { transaction } from "../../src/db/Transaction.js"
 import { TracingDisabled } from "../../src/observability/Tracing.js"
 import { scopedDatabaseUrl, usingRealPostgres } from "../support/database.js"
 
-class Wire extends Context.Tag("test/PipelineWire")<Wire, { readonly roundTrips: () => number }>() {}
+class Wire extends Context.Tag("test/PipelineWire")<
+  Wire,
+  { readonly roundTrips: () => number; readonly writes: () => number }
+>() {}
 
 /** One pooled connection behind a counting proxy, tracing off (as the service runs). */
 const Database = Layer.unwrapScoped(
@@ -31,7 +34,7 @@ const Database = Layer.unwrapScoped(
     )
     return Layer.merge(
       postgresLayer(Redacted.make(proxy.urlFor(url)), 1, true),
-      Layer.succeed(Wire, { roundTrips: proxy.roundTrips })
+      Layer.succeed(Wire, { roundTrips: proxy.roundTrips, writes: proxy.writes })
     )
   })
 ).pipe(Layer.provideMerge(TracingDisabled))
@@ -154,6 +157,57 @@ describe.skipIf(!usingRealPostgres)("pipelined statements on a PostgreSQL server
         expect(yield* transaction(firstUse)).toEqual([{ n: 1 }])
         expect(yield* firstUse).toEqual([{ n: 1 }])
         expect(yield* clean).toBe(true)
+      }).pipe(Effect.provide(Database))
+  )
+
+  it.scoped("statements that fibers of one transaction send at once leave together, each answered", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const wire = yield* Wire
+      yield* setUp
+      yield* transaction(insert(1, "one"))
+      const before = wire.writes()
+      const answers = yield* transaction(
+        Effect.forEach(
+          Array.from({ length: 16 }, (_, i) => i),
+          (i) =>
+            Effect.map(
+              sql<{ readonly n: number; readonly label: string }>`SELECT ${i}::int AS n, label FROM piped`,
+              (rows) => rows.map((r) => `${r.n}:${r.label}`)
+            ),
+          { concurrency: "unbounded" }
+        )
+      )
+      const writes = wire.writes() - before
+      expect(answers).toEqual(Array.from({ length: 16 }, (_, i) => [`${i}:one`]))
+      // [BEGIN and the 16 SELECTs] in one write, then the COMMIT; one at a time they took 17.
+      expect(writes).toBeLessThanOrEqual(3)
+      expect(yield* clean).toBe(true)
+    }).pipe(Effect.provide(Database))
+  )
+
+  it.scoped(
+    "one refused statement among fibers sent at once fails the transaction; nothing of it remains",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        yield* setUp
+        yield* transaction(insert(1, "one"))
+        const failed = yield* Effect.flip(
+          transaction(
+            Effect.forEach(
+              [2, 3, 1, 4, 5],
+              (id) => sql`INSERT INTO piped (id, label) VALUES (${id}, ${`n${id}`})`,
+              { concurrency: "unbounded" }
+            )
+          )
+        )
+        expect(isUniqueViolation(failed)).toBe(true)
+        expect(yield* labels).toEqual(["one"])
+        expect(yield* clean).toBe(true)
+        // The connection serves the next transaction as usual.
+        yield* transaction(insert(2, "two"))
+        expect(yield* labels).toEqual(["one", "two"])
       }).pipe(Effect.provide(Database))
   )
 
