@@ -4,10 +4,13 @@
  * src/billing/contract.ts) and `billing.invoices` (one row per invoice, folded with `evolveInvoice`).
  * Each event is applied only where the row is below its stream version, so applying it twice changes
  * nothing and a rebuild from position zero reproduces the rows exactly. Inline: a renewal's period
- * advance and `usage_closed_before` commit with its events, under the row lock it took.
+ * advance and `usage_closed_before` commit with its events, under the row lock it took. The rows'
+ * writes are deferred (db/Sql.ts): nothing reads their answers, and in a command's transaction they
+ * travel with its next statement or COMMIT.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, FiberRef, Schema } from "effect"
+import { deferInTransaction } from "../db/Sql.js"
 import type { LoadedAggregate } from "../kernel/CommandRunner.js"
 import { defineProjection } from "../kernel/Projection.js"
 import {
@@ -177,7 +180,7 @@ export const SubscriptionsProjection = defineProjection({
         if (sub === null || !sub.dirty) continue
         const s = sub.state
         if (sub.created)
-          yield* sql`INSERT INTO ${subsTable} AS t (id, customer_id, product_id, status, currency,
+          yield* deferInTransaction(sql`INSERT INTO ${subsTable} AS t (id, customer_id, product_id, status, currency,
                 current_period_start, current_period_end, usage, usage_closed_before, test_clock_id, state,
                 created_at, updated_at, version)
               VALUES (${s.subscriptionId}, ${s.customerId}, ${s.productId}, ${s.status}, ${s.price.currency},
@@ -186,29 +189,29 @@ export const SubscriptionsProjection = defineProjection({
                 ${sub.version})
               ON CONFLICT (id) DO UPDATE SET ${sql.update(columns(s))}, usage = EXCLUDED.usage,
                 version = EXCLUDED.version
-              WHERE t.version < EXCLUDED.version`
+              WHERE t.version < EXCLUDED.version`)
         else
-          yield* sql`UPDATE ${subsTable} SET ${sql.update(columns(s))}, usage = ${usageOf(s)}::jsonb,
+          yield* deferInTransaction(sql`UPDATE ${subsTable} SET ${sql.update(columns(s))}, usage = ${usageOf(s)}::jsonb,
                 version = ${sub.version}
-              WHERE id = ${s.subscriptionId} AND version < ${sub.version}`
+              WHERE id = ${s.subscriptionId} AND version < ${sub.version}`)
       }
       for (const invoice of invoices.values()) {
         if (invoice === null || !invoice.dirty) continue
         const i = invoice.state
         if (invoice.created)
-          yield* sql`INSERT INTO ${invoicesTable} AS t (id, subscription_id, customer_id, period_start, period_end,
+          yield* deferInTransaction(sql`INSERT INTO ${invoicesTable} AS t (id, subscription_id, customer_id, period_start, period_end,
                 status, total, state, created_at, updated_at, version)
               VALUES (${i.invoiceId}, ${i.subscriptionId}, ${i.customerId}, ${i.periodStart}, ${i.periodEnd},
                 ${i.status}, ${i.total}, ${JSON.stringify(encodeInvoice(i))}::jsonb, ${i.createdAt},
                 ${i.updatedAt}, ${invoice.version})
               ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, state = EXCLUDED.state,
                 updated_at = EXCLUDED.updated_at, version = EXCLUDED.version
-              WHERE t.version < EXCLUDED.version`
+              WHERE t.version < EXCLUDED.version`)
         else
-          yield* sql`UPDATE ${invoicesTable} SET status = ${i.status},
+          yield* deferInTransaction(sql`UPDATE ${invoicesTable} SET status = ${i.status},
                 state = ${JSON.stringify(encodeInvoice(i))}::jsonb, updated_at = ${i.updatedAt},
                 version = ${invoice.version}
-              WHERE id = ${i.invoiceId} AND version < ${invoice.version}`
+              WHERE id = ${i.invoiceId} AND version < ${invoice.version}`)
       }
     })
 })
