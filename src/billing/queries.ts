@@ -41,9 +41,11 @@ export const lockSubscription = (sql: SqlClient.SqlClient, subscriptionId: strin
  * its renewals' own statements then run in.
  */
 export const lockSubscriptions = (sql: SqlClient.SqlClient, subscriptionIds: ReadonlyArray<string>) =>
-  Effect.asVoid(
-    sql`SELECT id FROM ${sql(SUBSCRIPTIONS)} WHERE id IN ${sql.in(subscriptionIds)} ORDER BY id FOR UPDATE`
-  )
+  subscriptionIds.length === 0
+    ? Effect.void
+    : Effect.asVoid(
+        sql`SELECT id FROM ${sql(SUBSCRIPTIONS)} WHERE id IN ${sql.in(subscriptionIds)} ORDER BY id FOR UPDATE`
+      )
 
 /** A customer's subscriptions that are not over (canceled, incomplete_expired). */
 export const liveSubscriptionsOf = (sql: SqlClient.SqlClient, customerId: string) =>

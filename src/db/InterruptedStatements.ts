@@ -53,7 +53,7 @@ export class SettlingClient extends pg.Client {
     /**
      * Pipelined statements sent in one tick (fibers of one transaction resumed by the same answers)
      * leave in one socket write: the stream is corked at the second and uncorked once the tick's
-     * work is done. A system call per statement was a tenth of the service's CPU.
+     * work is done. A system call per statement was a fifth of the renewal workers' CPU.
      */
     let corked = false
     const corkForTick = () => {
