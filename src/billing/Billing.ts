@@ -774,24 +774,23 @@ export const makeBilling = Effect.gen(function* () {
    * one order). One BEGIN/COMMIT and one WAL flush for all; a lost race runs all of them again, like
    * any transaction. Answers each one's renewal by subscription id, for `renewDue` to go on from.
    */
-  const renewTogether = (subscriptionIds: ReadonlyArray<string>, metadata: EventMetadata = SYSTEM) =>
-    runner
+  const renewTogether = (subscriptionIds: ReadonlyArray<string>, metadata: EventMetadata = SYSTEM) => {
+    const ids = [...new Set(subscriptionIds)].sort()
+    // The rows first, in id order; then the renewals side by side: on a PostgreSQL server their
+    // statements share the transaction's round trips (pipelined), not one round trip each.
+    return runner
       .transact(
-        Effect.suspend(() => {
-          const ids = [...new Set(subscriptionIds)].sort()
-          // The rows first, in id order; then the renewals side by side: on a PostgreSQL server their
-          // statements share the transaction's round trips (pipelined), not one round trip each.
-          return Effect.zipRight(
-            lockSubscriptions(sql, ids),
-            Effect.forEach(
-              ids,
-              (id) => Effect.map(renewInTransaction(id, metadata), (renewal) => [id, renewal] as const),
-              { concurrency: "unbounded" }
-            )
+        Effect.zipRight(
+          lockSubscriptions(sql, ids),
+          Effect.forEach(
+            ids,
+            (id) => Effect.map(renewInTransaction(id, metadata), (renewal) => [id, renewal] as const),
+            { concurrency: "unbounded" }
           )
-        })
+        )
       )
       .pipe(Effect.map((renewals) => new Map(renewals)))
+  }
 
   const renewLocked = (subscriptionId: string, metadata: EventMetadata) =>
     Effect.map(

@@ -180,7 +180,8 @@ describe.skipIf(!usingRealPostgres)("pipelined statements on a PostgreSQL server
       )
       const writes = wire.writes() - before
       expect(answers).toEqual(Array.from({ length: 16 }, (_, i) => [`${i}:one`]))
-      // [BEGIN and the 16 SELECTs] in one write, then the COMMIT; one at a time they took 17.
+      // BEGIN with the first SELECT (sent alone, at once), the 15 others in one write, then the
+      // COMMIT; one at a time they took 17.
       expect(writes).toBeLessThanOrEqual(3)
       expect(yield* clean).toBe(true)
     }).pipe(Effect.provide(Database))
