@@ -18,6 +18,7 @@
  *   on its time. Due items are scheduled under `clockedKind(kind, testClockId)`.
  */
 import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option } from "effect"
 import { CatalogPort, type ProductView } from "../catalog/index.js"
 import { AppConfig } from "../config.js"
@@ -42,7 +43,7 @@ import {
   type StartedConfirmation,
   UnknownPaymentMethod
 } from "../payments/index.js"
-import { type DueItem, DueOutcome, DueWork } from "../processors/DueWork.js"
+import { type DueItem, DueOutcome, DueWork, type ScheduleInput } from "../processors/DueWork.js"
 import type {
   CancelParams,
   InvoiceListParams,
@@ -82,9 +83,9 @@ import {
   liveSubscriptionsOf,
   liveSubscriptionsOnClock,
   lockSubscription,
-  lockSubscriptions,
   selectInvoice,
-  selectSubscription
+  selectSubscription,
+  withSubscriptionsLocked
 } from "./queries.js"
 import { microsOfValue, numberOfMicros, pricing } from "./usage/decider.js"
 
@@ -220,72 +221,93 @@ export const makeBilling = Effect.gen(function* () {
 
   // --- Due work ------------------------------------------------------------------------------------
 
-  /** The items the state calls for (inside its transaction): renewal, dunning retry, expiry. */
-  const scheduleFor = (s: SubscriptionState) =>
-    Effect.gen(function* () {
-      const payload = { subscriptionId: s.subscriptionId }
-      if (isRenewable(s))
-        yield* work.schedule({
-          kind: clockedKind(RENEW_KIND, s.testClockId),
-          key: `${s.subscriptionId}:${s.currentPeriodEnd.toISOString()}`,
-          dueAt: s.currentPeriodEnd,
-          payload,
-          replace: true
-        })
-      if (
-        s.status === "trialing" &&
-        s.trialEnd !== null &&
-        (s.trialReminderFor === null || s.trialReminderFor.getTime() !== s.trialEnd.getTime())
+  /**
+   * The due-work writes the state calls for (renewal, dunning retry, expiry), each with an id naming
+   * all it writes: two states that call for the same id call for the very same write.
+   */
+  const schedulePlanOf = (s: SubscriptionState) => {
+    const plan: Array<{ readonly id: string; readonly write: () => Effect.Effect<unknown, SqlError> }> = []
+    const payload = { subscriptionId: s.subscriptionId }
+    const schedule = (input: ScheduleInput) =>
+      plan.push({
+        id: `schedule ${input.kind} ${input.key} ${input.dueAt.toISOString()} ${input.replace === true}`,
+        write: () => work.schedule(input)
+      })
+    const cancelPending = (kind: string, key: string) =>
+      plan.push({ id: `cancel ${kind} ${key}`, write: () => work.cancel(kind, key, { pendingOnly: true }) })
+    if (isRenewable(s))
+      schedule({
+        kind: clockedKind(RENEW_KIND, s.testClockId),
+        key: `${s.subscriptionId}:${s.currentPeriodEnd.toISOString()}`,
+        dueAt: s.currentPeriodEnd,
+        payload,
+        replace: true
+      })
+    if (
+      s.status === "trialing" &&
+      s.trialEnd !== null &&
+      (s.trialReminderFor === null || s.trialReminderFor.getTime() !== s.trialEnd.getTime())
+    )
+      schedule({
+        kind: clockedKind(TRIAL_REMINDER_KIND, s.testClockId),
+        key: `${s.subscriptionId}:${s.trialEnd.toISOString()}`,
+        dueAt: trialReminderAt(s.trialEnd),
+        payload
+      })
+    const latest = latestInvoiceOf(s)
+    if (s.status === "past_due" && latest?.status === "open" && latest.nextPaymentAttempt !== null)
+      schedule({
+        kind: clockedKind(RETRY_KIND, s.testClockId),
+        key: `${s.subscriptionId}:${latest.invoiceId}:${latest.nextPaymentAttempt.toISOString()}`,
+        dueAt: latest.nextPaymentAttempt,
+        payload
+      })
+    // Items the state no longer calls for are withdrawn (a run would find nothing to do anyway).
+    if (s.status === "past_due" || s.status === "unpaid" || isTerminal(s))
+      cancelPending(
+        clockedKind(RENEW_KIND, s.testClockId),
+        `${s.subscriptionId}:${s.currentPeriodEnd.toISOString()}`
       )
-        yield* work.schedule({
-          kind: clockedKind(TRIAL_REMINDER_KIND, s.testClockId),
-          key: `${s.subscriptionId}:${s.trialEnd.toISOString()}`,
-          dueAt: trialReminderAt(s.trialEnd),
-          payload
-        })
-      const latest = latestInvoiceOf(s)
-      if (s.status === "past_due" && latest?.status === "open" && latest.nextPaymentAttempt !== null)
-        yield* work.schedule({
+    if (s.status !== "incomplete" && latest?.billingReason === "subscription_create") {
+      cancelPending(clockedKind(EXPIRE_KIND, s.testClockId), s.subscriptionId)
+      cancelPending(
+        clockedKind(RETRY_KIND, s.testClockId),
+        `${s.subscriptionId}:${latest.invoiceId}:reconcile`
+      )
+    }
+    if (s.status === "incomplete") {
+      schedule({
+        kind: clockedKind(EXPIRE_KIND, s.testClockId),
+        key: s.subscriptionId,
+        dueAt: new Date(s.currentPeriodStart.getTime() + INCOMPLETE_WINDOW_MS),
+        payload
+      })
+      // A first charge whose outcome the creating request never recorded (it died after the
+      // processor call, or the intent was confirmed directly): reconciled once payments knows.
+      if (latest?.status === "open" && latest.billingReason === "subscription_create")
+        schedule({
           kind: clockedKind(RETRY_KIND, s.testClockId),
-          key: `${s.subscriptionId}:${latest.invoiceId}:${latest.nextPaymentAttempt.toISOString()}`,
-          dueAt: latest.nextPaymentAttempt,
+          key: `${s.subscriptionId}:${latest.invoiceId}:reconcile`,
+          dueAt: new Date(s.currentPeriodStart.getTime() + RECONCILE_AFTER_MS),
           payload
         })
-      // Items the state no longer calls for are withdrawn (a run would find nothing to do anyway).
-      if (s.status === "past_due" || s.status === "unpaid" || isTerminal(s))
-        yield* work.cancel(
-          clockedKind(RENEW_KIND, s.testClockId),
-          `${s.subscriptionId}:${s.currentPeriodEnd.toISOString()}`,
-          { pendingOnly: true }
-        )
-      if (s.status !== "incomplete" && latest?.billingReason === "subscription_create") {
-        yield* work.cancel(clockedKind(EXPIRE_KIND, s.testClockId), s.subscriptionId, { pendingOnly: true })
-        yield* work.cancel(
-          clockedKind(RETRY_KIND, s.testClockId),
-          `${s.subscriptionId}:${latest.invoiceId}:reconcile`,
-          {
-            pendingOnly: true
-          }
-        )
-      }
-      if (s.status === "incomplete") {
-        yield* work.schedule({
-          kind: clockedKind(EXPIRE_KIND, s.testClockId),
-          key: s.subscriptionId,
-          dueAt: new Date(s.currentPeriodStart.getTime() + INCOMPLETE_WINDOW_MS),
-          payload
-        })
-        // A first charge whose outcome the creating request never recorded (it died after the
-        // processor call, or the intent was confirmed directly): reconciled once payments knows.
-        if (latest?.status === "open" && latest.billingReason === "subscription_create")
-          yield* work.schedule({
-            kind: clockedKind(RETRY_KIND, s.testClockId),
-            key: `${s.subscriptionId}:${latest.invoiceId}:reconcile`,
-            dueAt: new Date(s.currentPeriodStart.getTime() + RECONCILE_AFTER_MS),
-            payload
-          })
-      }
-    })
+    }
+    return plan
+  }
+
+  /**
+   * The items the state calls for (inside its transaction). `scheduledFor`: a state whose items this
+   * caller's previous transaction already wrote, committed, just before (a renewal's, for the record
+   * of its charge): the same writes again would change nothing, so they are left out.
+   */
+  const scheduleFor = (s: SubscriptionState, scheduledFor?: SubscriptionState) => {
+    const written = new Set(scheduledFor === undefined ? [] : schedulePlanOf(scheduledFor).map((w) => w.id))
+    return Effect.forEach(
+      schedulePlanOf(s).filter((w) => !written.has(w.id)),
+      (w) => w.write(),
+      { discard: true }
+    )
+  }
 
   /**
    * Runs `body` in one transaction under the subscription's row lock, with its state as of the lock
@@ -307,12 +329,13 @@ export const makeBilling = Effect.gen(function* () {
       runner.transact(
         Effect.gen(function* () {
           const exists = yield* lockSubscription(sql, subscriptionId)
-          const loaded = firstTry ?? (yield* loadAggregate(subscriptionId))
+          const known = firstTry
           firstTry = undefined
+          const loaded = known ?? (yield* loadAggregate(subscriptionId))
           const state = loaded.state
           if (!exists || !state.exists) return Option.none<A>()
           const [result, after] = yield* body(state, loaded)
-          yield* scheduleFor(after)
+          yield* scheduleFor(after, known?.state)
           return Option.some(result)
         })
       ),
@@ -780,8 +803,9 @@ export const makeBilling = Effect.gen(function* () {
     // statements share the transaction's round trips (pipelined), not one round trip each.
     return runner
       .transact(
-        Effect.zipRight(
-          lockSubscriptions(sql, ids),
+        withSubscriptionsLocked(
+          sql,
+          ids,
           Effect.forEach(
             ids,
             (id) => Effect.map(renewInTransaction(id, metadata), (renewal) => [id, renewal] as const),

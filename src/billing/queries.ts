@@ -1,7 +1,7 @@
 /** Read-model lookups of billing: one statement each. */
-import type { SqlClient } from "@effect/sql"
+import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Option } from "effect"
+import { Context, Effect, FiberRef, Option } from "effect"
 import type { BadRequest } from "../http/errors.js"
 import { type OwnedListFilters, type V1ListParams, type V1Page, v1Page } from "../http/Lists.js"
 import type { SubscriptionState } from "./decider.js"
@@ -23,29 +23,69 @@ export const selectSubscription = (
   )
 
 /**
- * Locks the subscription's row for the rest of the caller's transaction (`FOR UPDATE`: usage writes,
- * which take `FOR KEY SHARE`, wait; so do other renewals, retries and cancellations of it). Answers
- * whether the row exists.
+ * Rows a batch already locked in this very transaction (`withSubscriptionsLocked`), by id: whether
+ * each was found. Tied to the transaction's connection, so a lookup from any other transaction (or
+ * none) never takes it for its own lock.
  */
-export const lockSubscription = (sql: SqlClient.SqlClient, subscriptionId: string) =>
-  Effect.map(
-    sql<{
-      readonly id: string
-    }>`SELECT id FROM ${sql(SUBSCRIPTIONS)} WHERE id = ${subscriptionId} FOR UPDATE`,
-    (rows) => rows.length > 0
-  )
+interface HeldLocks {
+  readonly connection: unknown
+  readonly found: ReadonlyMap<string, boolean>
+}
+
+const heldLocks = FiberRef.unsafeMake<HeldLocks | null>(null)
+
+const transactionConnectionOf = (context: Context.Context<never>): unknown =>
+  Option.getOrUndefined(Option.map(Context.getOption(context, SqlClient.TransactionConnection), ([c]) => c))
 
 /**
- * Locks the rows of `subscriptionIds` (sorted, distinct) in id order, by one statement: a batch of
- * renewals takes its rows as one, so two batches never wait on each other crosswise, whatever order
- * its renewals' own statements then run in.
+ * Locks the subscription's row for the rest of the caller's transaction (`FOR UPDATE`: usage writes,
+ * which take `FOR KEY SHARE`, wait; so do other renewals, retries and cancellations of it). Answers
+ * whether the row exists. A row its batch already locked in this transaction costs no statement.
  */
-export const lockSubscriptions = (sql: SqlClient.SqlClient, subscriptionIds: ReadonlyArray<string>) =>
-  subscriptionIds.length === 0
-    ? Effect.void
-    : Effect.asVoid(
-        sql`SELECT id FROM ${sql(SUBSCRIPTIONS)} WHERE id IN ${sql.in(subscriptionIds)} ORDER BY id FOR UPDATE`
-      )
+export const lockSubscription = (sql: SqlClient.SqlClient, subscriptionId: string) =>
+  Effect.withFiberRuntime<boolean, SqlError>((fiber) => {
+    const held = fiber.getFiberRef(heldLocks)
+    const found =
+      held !== null && held.connection === transactionConnectionOf(fiber.currentContext)
+        ? held.found.get(subscriptionId)
+        : undefined
+    if (found !== undefined) return Effect.succeed(found)
+    return Effect.map(
+      sql<{
+        readonly id: string
+      }>`SELECT id FROM ${sql(SUBSCRIPTIONS)} WHERE id = ${subscriptionId} FOR UPDATE`,
+      (rows) => rows.length > 0
+    )
+  })
+
+/**
+ * Locks the rows of `subscriptionIds` in id order by one statement, then runs `effect` (in the same
+ * transaction), in which `lockSubscription` of those ids answers from the lock already held. A batch
+ * of renewals takes its rows as one, so two batches never wait on each other crosswise, whatever
+ * order its renewals' own statements then run in.
+ */
+export const withSubscriptionsLocked = <A, E, R>(
+  sql: SqlClient.SqlClient,
+  subscriptionIds: ReadonlyArray<string>,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | SqlError, R> => {
+  const ids = [...new Set(subscriptionIds)].sort()
+  if (ids.length === 0) return effect
+  return Effect.withFiberRuntime((fiber) => {
+    const connection = transactionConnectionOf(fiber.currentContext)
+    // Outside a transaction a lock would end with its statement: nothing to hold.
+    if (connection === undefined) return effect
+    return Effect.flatMap(
+      sql<{ readonly id: string }>`SELECT id FROM ${sql(SUBSCRIPTIONS)}
+        WHERE id IN ${sql.in(ids)} ORDER BY id FOR UPDATE`,
+      (rows) => {
+        const found = new Map<string, boolean>(ids.map((id) => [id, false]))
+        for (const row of rows) found.set(row.id, true)
+        return Effect.locally(effect, heldLocks, { connection, found })
+      }
+    )
+  })
+}
 
 /** A customer's subscriptions that are not over (canceled, incomplete_expired). */
 export const liveSubscriptionsOf = (sql: SqlClient.SqlClient, customerId: string) =>

@@ -10,6 +10,7 @@
  * `BillingDueWorkLive` is the same handler for one item a test clock's advance claimed (kinds
  * `<kind>@<testClockId>`), with its outcome recorded as `dueWorker` records it.
  */
+import { SqlClient } from "@effect/sql"
 import { type Cause, Effect, Exit, Layer } from "effect"
 import { isConcurrencyConflict } from "../kernel/CommandRunner.js"
 import { addDuration, now } from "../kernel/Time.js"
@@ -23,6 +24,7 @@ import {
   subscriptionIdOf
 } from "./Billing.js"
 import { BillingDueWork } from "./contract.js"
+import { withSubscriptionsLocked } from "./queries.js"
 
 type Renewal = Parameters<BillingShape["handleDue"]>[1]
 
@@ -63,13 +65,29 @@ const makeRenewalBatcher = () => {
   return { prepare, handle }
 }
 
+type BatchedRecord = NonNullable<Effect.Effect.Success<ReturnType<BillingShape["handleDue"]>>["batched"]>
+
+/**
+ * The batched records of renewal outcomes, in the caller's transaction: their subscriptions' rows
+ * locked first, in id order, by one statement; then their writes side by side (on a PostgreSQL
+ * server their statements share the transaction's round trips).
+ */
+export const recordRenewalsTogether = (batch: ReadonlyArray<BatchedRecord>) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    withSubscriptionsLocked(
+      sql,
+      batch.map((b) => b.subscriptionId),
+      Effect.forEach(batch, (b) => b.writes, { discard: true, concurrency: "unbounded" })
+    )
+  )
+
 /**
  * A renewal's outcome carries the record of its processor answer and its invoice's outcome: the
  * worker commits those of the renewals that finished meanwhile together with their completions, in
- * one transaction (one BEGIN/COMMIT and one WAL flush for many). Their records start in
- * subscription id order; each claim is one worker's, so two such transactions hardly ever share a
- * row, and should they wait on each other crosswise, the server's deadlock detection fails one and
- * its outcomes are recorded one by one (dueWorker's fallback).
+ * one transaction (one BEGIN/COMMIT and one WAL flush for many; `recordRenewalsTogether`). Each
+ * claim is one worker's, so two such transactions hardly ever share a row, and should they wait on
+ * each other crosswise, the server's deadlock detection fails one and its outcomes are recorded one
+ * by one (dueWorker's fallback).
  */
 export const billingRenewals = () => {
   const batcher = makeRenewalBatcher()
@@ -80,13 +98,7 @@ export const billingRenewals = () => {
     maxAttempts: 50,
     prepare: batcher.prepare,
     handle: batcher.handle,
-    recordBatched: (batch) =>
-      Effect.forEach(
-        [...batch].sort((a, b) => (a.subscriptionId < b.subscriptionId ? -1 : 1)),
-        (b) => b.writes,
-        // Side by side: on a PostgreSQL server their statements share the transaction's round trips.
-        { discard: true, concurrency: "unbounded" }
-      )
+    recordBatched: recordRenewalsTogether
   })
 }
 
