@@ -78,6 +78,7 @@ import {
 import { periodAt, periodIndexOf, trialEndOf } from "./periods.js"
 import { subscriptionBeforeAppend } from "./projection.js"
 import {
+  heldSubscription,
   listInvoices,
   listSubscriptions,
   liveSubscriptionsOf,
@@ -331,7 +332,8 @@ export const makeBilling = Effect.gen(function* () {
           const exists = yield* lockSubscription(sql, subscriptionId)
           const known = firstTry
           firstTry = undefined
-          const loaded = known ?? (yield* loadAggregate(subscriptionId))
+          const loaded =
+            known ?? (yield* heldSubscription(subscriptionId)) ?? (yield* loadAggregate(subscriptionId))
           const state = loaded.state
           if (!exists || !state.exists) return Option.none<A>()
           const [result, after] = yield* body(state, loaded)
@@ -810,7 +812,9 @@ export const makeBilling = Effect.gen(function* () {
             ids,
             (id) => Effect.map(renewInTransaction(id, metadata), (renewal) => [id, renewal] as const),
             { concurrency: "unbounded" }
-          )
+          ),
+          // Each renewal decides on its row's state as the lock read it, not on its stream read again.
+          { states: true }
         )
       )
       .pipe(Effect.map((renewals) => new Map(renewals)))

@@ -30,6 +30,7 @@ export const INVOICES = "billing.invoices"
 
 const encodeState = Schema.encodeSync(SubscriptionStateSchema)
 export const decodeState = Schema.decodeUnknownSync(SubscriptionStateSchema)
+export const decodeStateEither = Schema.decodeUnknownEither(SubscriptionStateSchema)
 const encodeInvoice = Schema.encodeSync(InvoiceStateSchema)
 export const decodeInvoice = Schema.decodeUnknownSync(InvoiceStateSchema)
 

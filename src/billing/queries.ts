@@ -1,13 +1,14 @@
 /** Read-model lookups of billing: one statement each. */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, FiberRef, Option } from "effect"
+import { Context, Effect, Either, type Fiber, FiberRef, Option } from "effect"
 import type { BadRequest } from "../http/errors.js"
 import { type OwnedListFilters, type V1ListParams, type V1Page, v1Page } from "../http/Lists.js"
+import type { LoadedAggregate } from "../kernel/CommandRunner.js"
 import type { SubscriptionState } from "./decider.js"
 import type { InvoiceStatus, SubscriptionStatus } from "./events.js"
 import { type InvoiceObject, invoiceObject } from "./objects.js"
-import { decodeInvoice, decodeState, INVOICES, SUBSCRIPTIONS } from "./projection.js"
+import { decodeInvoice, decodeState, decodeStateEither, INVOICES, SUBSCRIPTIONS } from "./projection.js"
 
 interface StateRow {
   readonly state: unknown
@@ -24,18 +25,27 @@ export const selectSubscription = (
 
 /**
  * Rows a batch already locked in this very transaction (`withSubscriptionsLocked`), by id: whether
- * each was found. Tied to the transaction's connection, so a lookup from any other transaction (or
- * none) never takes it for its own lock.
+ * each was found, and (when asked for) its state as the read model holds it. Tied to the
+ * transaction's connection, so a lookup from any other transaction (or none) never takes it for its
+ * own lock.
  */
 interface HeldLocks {
   readonly connection: unknown
   readonly found: ReadonlyMap<string, boolean>
+  /** Read-model rows not taken yet (`heldSubscription` takes each once). */
+  readonly states: Map<string, { readonly state: unknown; readonly version: number }>
 }
 
 const heldLocks = FiberRef.unsafeMake<HeldLocks | null>(null)
 
 const transactionConnectionOf = (context: Context.Context<never>): unknown =>
   Option.getOrUndefined(Option.map(Context.getOption(context, SqlClient.TransactionConnection), ([c]) => c))
+
+/** The held locks of the caller's own transaction, if its batch took them. */
+const heldByCaller = (fiber: Fiber.RuntimeFiber<unknown, unknown>): HeldLocks | undefined => {
+  const held = fiber.getFiberRef(heldLocks)
+  return held !== null && held.connection === transactionConnectionOf(fiber.currentContext) ? held : undefined
+}
 
 /**
  * Locks the subscription's row for the rest of the caller's transaction (`FOR UPDATE`: usage writes,
@@ -44,11 +54,7 @@ const transactionConnectionOf = (context: Context.Context<never>): unknown =>
  */
 export const lockSubscription = (sql: SqlClient.SqlClient, subscriptionId: string) =>
   Effect.withFiberRuntime<boolean, SqlError>((fiber) => {
-    const held = fiber.getFiberRef(heldLocks)
-    const found =
-      held !== null && held.connection === transactionConnectionOf(fiber.currentContext)
-        ? held.found.get(subscriptionId)
-        : undefined
+    const found = heldByCaller(fiber)?.found.get(subscriptionId)
     if (found !== undefined) return Effect.succeed(found)
     return Effect.map(
       sql<{
@@ -59,29 +65,60 @@ export const lockSubscription = (sql: SqlClient.SqlClient, subscriptionId: strin
   })
 
 /**
+ * The subscription's state and version as its batch's lock read them from the read model (written
+ * with every append, in its transaction: the stream's own fold, at its version), once: a second call
+ * in the same transaction, a row that does not decode, or no batch, answer undefined, and the caller
+ * reads the stream. Should the row ever be behind its stream, the append refuses the command.
+ */
+export const heldSubscription = (subscriptionId: string) =>
+  Effect.withFiberRuntime<LoadedAggregate<SubscriptionState> | undefined>((fiber) => {
+    const states = heldByCaller(fiber)?.states
+    const row = states?.get(subscriptionId)
+    if (states === undefined || row === undefined) return Effect.succeed(undefined)
+    states.delete(subscriptionId)
+    return Effect.succeed(
+      Either.match(decodeStateEither(row.state), {
+        onLeft: () => undefined,
+        onRight: (state) => ({ state, version: row.version })
+      })
+    )
+  })
+
+/**
  * Locks the rows of `subscriptionIds` in id order by one statement, then runs `effect` (in the same
- * transaction), in which `lockSubscription` of those ids answers from the lock already held. A batch
- * of renewals takes its rows as one, so two batches never wait on each other crosswise, whatever
- * order its renewals' own statements then run in.
+ * transaction), in which `lockSubscription` of those ids answers from the lock already held (and,
+ * with `states`, `heldSubscription` from the rows read with it). A batch of renewals takes its rows
+ * as one, so two batches never wait on each other crosswise, whatever order its renewals' own
+ * statements then run in.
  */
 export const withSubscriptionsLocked = <A, E, R>(
   sql: SqlClient.SqlClient,
   subscriptionIds: ReadonlyArray<string>,
-  effect: Effect.Effect<A, E, R>
+  effect: Effect.Effect<A, E, R>,
+  options?: { readonly states?: boolean }
 ): Effect.Effect<A, E | SqlError, R> => {
   const ids = [...new Set(subscriptionIds)].sort()
   if (ids.length === 0) return effect
+  const withStates = options?.states === true
   return Effect.withFiberRuntime((fiber) => {
     const connection = transactionConnectionOf(fiber.currentContext)
     // Outside a transaction a lock would end with its statement: nothing to hold.
     if (connection === undefined) return effect
     return Effect.flatMap(
-      sql<{ readonly id: string }>`SELECT id FROM ${sql(SUBSCRIPTIONS)}
-        WHERE id IN ${sql.in(ids)} ORDER BY id FOR UPDATE`,
+      withStates
+        ? sql<{ readonly id: string; readonly state: unknown; readonly version: number }>`
+            SELECT id, state, version FROM ${sql(SUBSCRIPTIONS)}
+              WHERE id IN ${sql.in(ids)} ORDER BY id FOR UPDATE`
+        : sql<{ readonly id: string; readonly state?: unknown; readonly version?: number }>`
+            SELECT id FROM ${sql(SUBSCRIPTIONS)} WHERE id IN ${sql.in(ids)} ORDER BY id FOR UPDATE`,
       (rows) => {
         const found = new Map<string, boolean>(ids.map((id) => [id, false]))
-        for (const row of rows) found.set(row.id, true)
-        return Effect.locally(effect, heldLocks, { connection, found })
+        const states = new Map<string, { readonly state: unknown; readonly version: number }>()
+        for (const row of rows) {
+          found.set(row.id, true)
+          if (row.version !== undefined) states.set(row.id, { state: row.state, version: Number(row.version) })
+        }
+        return Effect.locally(effect, heldLocks, { connection, found, states })
       }
     )
   })

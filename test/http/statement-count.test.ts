@@ -250,10 +250,12 @@ layer(WiredHttp, { timeout: 120_000 })("statements per request", (it) => {
       )
       expect(statements.filter((s) => s === "BEGIN")).toHaveLength(1)
       expect(statements.filter((s) => s === "COMMIT")).toHaveLength(1)
-      // The batch's rows are locked by one statement; no renewal locks its row again.
+      // The batch's rows are locked by one statement, which reads their states too: no renewal
+      // locks its row again, nor reads its stream.
       expect(statements.map(oneLine).filter((s) => s.includes("FOR UPDATE"))).toEqual([
         expect.stringContaining("WHERE id IN")
       ])
+      expect(statements.map(oneLine).filter((s) => s.includes("FROM event_store.events"))).toEqual([])
       // Each charged (the processor call), then the answers recorded together, as the worker's
       // group commit does: the rows locked by one statement again, the next renewals not scheduled
       // again (the renewal's transaction did).
@@ -289,6 +291,42 @@ layer(WiredHttp, { timeout: 120_000 })("statements per request", (it) => {
         })
       }
     })
+  )
+
+  it.effect(
+    "a batch whose read-model row is behind its stream is refused whole; each renewal alone then reads its stream",
+    () =>
+      Effect.gen(function* () {
+        const token = (yield* apiKeyWith(["admin"])).key
+        const billing = yield* Billing
+        const runner = yield* CommandRunner
+        const sql = yield* SqlClient.SqlClient
+        const { subs, ahead } = yield* dailySubscriptions(token, 2)
+        const behind = subs[0]?.id ?? ""
+        // A row one event behind its stream (never so in service: the projection writes with the append).
+        yield* sql`UPDATE billing.subscriptions SET version = version - 1 WHERE id = ${behind}`
+        const together = yield* Effect.exit(
+          billing.renewTogether(subs.map((s) => s.id)).pipe(Effect.withClock(ahead))
+        )
+        expect(together._tag).toBe("Failure")
+        // Nothing of the batch was written: no renewal invoice on either.
+        for (const s of subs)
+          expect(yield* getSubscription(token, s.id)).toMatchObject({
+            currentPeriodStart: s.currentPeriodStart
+          })
+        // As the worker then does: each renewal on its own, from its stream.
+        for (const s of subs) {
+          const outcome = yield* billing
+            .handleDue(renewItem(s.id, s.currentPeriodEnd))
+            .pipe(Effect.withClock(ahead))
+          if (outcome.inTransaction !== undefined) yield* runner.transact(outcome.inTransaction)
+          expect(yield* getSubscription(token, s.id)).toMatchObject({
+            currentPeriodStart: s.currentPeriodEnd,
+            latestInvoice: { status: "paid", total: 700 }
+          })
+          expect((yield* chargesOf(`renewal:${s.id}:${s.currentPeriodEnd}`)).length).toBe(1)
+        }
+      })
   )
 
   it.effect(
