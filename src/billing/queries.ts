@@ -116,7 +116,8 @@ export const withSubscriptionsLocked = <A, E, R>(
         const states = new Map<string, { readonly state: unknown; readonly version: number }>()
         for (const row of rows) {
           found.set(row.id, true)
-          if (row.version !== undefined) states.set(row.id, { state: row.state, version: Number(row.version) })
+          if (row.version !== undefined)
+            states.set(row.id, { state: row.state, version: Number(row.version) })
         }
         return Effect.locally(effect, heldLocks, { connection, found, states })
       }
