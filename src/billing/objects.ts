@@ -4,6 +4,7 @@
  * store whole, so an event's snapshot is exactly what a `GET` showed at that version.
  */
 import { Schema } from "effect"
+import { fastEncodeSync } from "../kernel/FastEncode.js"
 import { Metadata } from "../kernel/Metadata.js"
 import {
   type InvoiceState,
@@ -184,8 +185,8 @@ export const subscriptionObject = (s: SubscriptionState): SubscriptionObject => 
   }
 }
 
-const encodeSubscription = Schema.encodeSync(SubscriptionObject)
-const encodeInvoice = Schema.encodeSync(InvoiceObject)
+const encodeSubscription = fastEncodeSync(SubscriptionObject)
+const encodeInvoice = fastEncodeSync(InvoiceObject)
 
 export const subscriptionSnapshot = (s: SubscriptionState): Readonly<Record<string, unknown>> =>
   encodeSubscription(subscriptionObject(s))

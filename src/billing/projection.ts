@@ -12,6 +12,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, FiberRef, Schema } from "effect"
 import { deferInTransaction } from "../db/Sql.js"
 import type { LoadedAggregate } from "../kernel/CommandRunner.js"
+import { fastEncodeSync } from "../kernel/FastEncode.js"
 import { defineProjection } from "../kernel/Projection.js"
 import {
   evolve,
@@ -28,10 +29,10 @@ import { billingEventTypes } from "./events.js"
 export const SUBSCRIPTIONS = "billing.subscriptions"
 export const INVOICES = "billing.invoices"
 
-const encodeState = Schema.encodeSync(SubscriptionStateSchema)
+const encodeState = fastEncodeSync(SubscriptionStateSchema)
 export const decodeState = Schema.decodeUnknownSync(SubscriptionStateSchema)
 export const decodeStateEither = Schema.decodeUnknownEither(SubscriptionStateSchema)
-const encodeInvoice = Schema.encodeSync(InvoiceStateSchema)
+const encodeInvoice = fastEncodeSync(InvoiceStateSchema)
 export const decodeInvoice = Schema.decodeUnknownSync(InvoiceStateSchema)
 
 const usageOf = (s: SubscriptionState) => (s.price.usage === null ? null : JSON.stringify(s.price.usage))
