@@ -4,7 +4,7 @@
  * store whole, so an event's snapshot is exactly what a `GET` showed at that version.
  */
 import { Schema } from "effect"
-import { fastEncodeSync } from "../kernel/FastEncode.js"
+import { fastEncodeSync } from "../base/FastEncode.js"
 import { Metadata } from "../kernel/Metadata.js"
 import {
   type InvoiceState,

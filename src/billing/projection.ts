@@ -10,9 +10,9 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, FiberRef, Schema } from "effect"
+import { fastEncodeSync } from "../base/FastEncode.js"
 import { deferInTransaction } from "../db/Sql.js"
 import type { LoadedAggregate } from "../kernel/CommandRunner.js"
-import { fastEncodeSync } from "../kernel/FastEncode.js"
 import { defineProjection } from "../kernel/Projection.js"
 import {
   evolve,

@@ -1,14 +1,15 @@
 /**
- * `fastEncodeSync` (src/kernel/FastEncode.ts) answers what `Schema.encodeSync` answers — the same
+ * `fastEncodeSync` (src/base/FastEncode.ts) answers what `Schema.encodeSync` answers — the same
  * JSON text, keys in the same order — for arbitrary values of the schemas it serves, and fails where
  * Schema fails, with Schema's error.
  */
-import { Arbitrary, FastCheck as fc, Schema } from "effect"
+import { Arbitrary, Either, FastCheck as fc, Schema } from "effect"
 import { describe, expect, it } from "vitest"
+import { fastEncodeEither, fastEncodeSync, nodesLeftToSchema } from "../../src/base/FastEncode.js"
 import { InvoiceStateSchema, SubscriptionStateSchema } from "../../src/billing/decider.js"
 import { InvoiceObject, SubscriptionObject } from "../../src/billing/objects.js"
-import { fastEncodeSync, nodesLeftToSchema } from "../../src/kernel/FastEncode.js"
 import { Metadata } from "../../src/kernel/Metadata.js"
+import { eventTypes } from "../../src/registry.js"
 
 const sameAsSchema = <A, I>(name: string, schema: Schema.Schema<A, I, never>, numRuns = 200) =>
   it(`${name}: the same JSON as Schema.encodeSync`, () => {
@@ -121,5 +122,26 @@ describe("fastEncodeSync", () => {
       expect(error).toBeDefined()
       expect(thrown(fast, misfit)).toBe(error)
     }
+  })
+
+  it("every event type's data (what each append encodes): the same JSON as Schema.encodeEither", () => {
+    let checked = 0
+    for (const eventType of eventTypes) {
+      const schema = eventType.schema
+      const fast = fastEncodeEither(schema)
+      const slow = Schema.encodeEither(schema)
+      fc.assert(
+        fc.property(Arbitrary.make(schema), (data) => {
+          const expected = slow(data)
+          const actual = fast(data)
+          expect(Either.isRight(actual)).toBe(Either.isRight(expected))
+          if (Either.isRight(actual) && Either.isRight(expected))
+            expect(JSON.stringify(actual.right)).toBe(JSON.stringify(expected.right))
+        }),
+        { numRuns: 20 }
+      )
+      checked++
+    }
+    expect(checked).toBe(eventTypes.length)
   })
 })
