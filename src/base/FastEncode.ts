@@ -6,8 +6,8 @@
  * The compiled encoder handles what those schemas are made of: structs (required and optional
  * properties, defaults and renames, string-keyed records), arrays, literals, strings, numbers,
  * booleans, refinements (the filter still runs: `Schema.Int` still refuses 1.5), unions of literals
- * with one other member (`NullOr`) or with structs told apart by a literal property, and
- * `Schema.Date`. Any other node is encoded by Schema itself. A value that does
+ * with one other member (`NullOr`), with structs told apart by a literal property, or with members
+ * that do not overlap (a personal field's value or its `Shredded` marker), and `Schema.Date`. Any other node is encoded by Schema itself. A value that does
  * not fit the schema anywhere is handed to `Schema.encodeSync` whole, which throws its usual error:
  * the answers (and the failures) are Schema's, only faster (test/kernel/fast-encode.test.ts).
  */
@@ -114,6 +114,20 @@ const compileTagged = (members: ReadonlyArray<SchemaAST.AST>): Encode | undefine
   return undefined
 }
 
+/**
+ * Members that do not overlap (a personal field: its value, or the `Shredded` marker it becomes):
+ * the first that fits, as Schema finds the one member a value belongs to.
+ */
+const firstFit =
+  (members: ReadonlyArray<Encode>): Encode =>
+  (value) => {
+    for (const member of members) {
+      const encoded = member(value)
+      if (encoded !== MISFIT) return encoded
+    }
+    return MISFIT
+  }
+
 const compileUnion = (ast: SchemaAST.Union): Encode => {
   const literals = new Set<unknown>()
   let undefinedAllowed = false
@@ -125,8 +139,11 @@ const compileUnion = (ast: SchemaAST.Union): Encode => {
   }
   const [other, ...more] = others
   const encodeOther =
-    other === undefined ? undefined : more.length === 0 ? compile(other) : compileTagged(others)
-  if (others.length > 0 && encodeOther === undefined) return bySchema(ast)
+    other === undefined
+      ? undefined
+      : more.length === 0
+        ? compile(other)
+        : (compileTagged(others) ?? firstFit(others.map(compile)))
   return (value) => {
     if (literals.has(value)) return value
     if (value === undefined && undefinedAllowed) return undefined

@@ -20,6 +20,7 @@
  */
 import { HttpApi, type HttpApiGroup, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Context, Effect, Layer, Option, Schema, type SchemaAST } from "effect"
+import { fastEncodeSync } from "../base/FastEncode.js"
 import type { ReadCache } from "../kernel/ReadCache.js"
 import { type AuthenticatedActor, authorize, CredentialVerifier, RouteScopes, routeKey } from "./Auth.js"
 import { type HttpError, type NotFound, statusOfHttpError } from "./errors.js"
@@ -90,7 +91,7 @@ export type JsonBytes = Uint8Array
  * sends for that value. A value its own schema cannot encode is a defect, as in the handler.
  */
 export const encodeJson = <A, I>(schema: Schema.Schema<A, I>) => {
-  const encode = Schema.encodeSync(schema)
+  const encode = fastEncodeSync(schema)
   return (value: A): JsonBytes => encoder.encode(JSON.stringify(encode(value)))
 }
 

@@ -3,6 +3,7 @@
  * `evolve(state, event)` → state. Pure: tested without a database, run by the CommandRunner.
  */
 import { type Effect, Option, Schema } from "effect"
+import { fastEncodeSync } from "../base/FastEncode.js"
 import type { StoredEvent } from "../eventstore/EventStore.js"
 import { type AnyEventType, type DomainEvent, type EventOf, EventTypes } from "../eventstore/EventType.js"
 
@@ -44,7 +45,7 @@ export const snapshotPolicy = <S, I>(
 ): SnapshotPolicy<S> => ({
   every: options.every,
   version: options.version,
-  encode: Schema.encodeSync(schema),
+  encode: fastEncodeSync(schema),
   decode: (json) => Schema.decodeUnknownOption(schema)(json).pipe(Option.orElse(() => Option.none()))
 })
 

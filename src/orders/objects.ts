@@ -4,6 +4,7 @@
  * whole, so a snapshot in an event is exactly what a `GET` showed at that version.
  */
 import { Schema } from "effect"
+import { fastEncodeSync } from "../base/FastEncode.js"
 import { Metadata } from "../kernel/Metadata.js"
 import {
   amountRefundable,
@@ -129,7 +130,7 @@ export const orderObject = (s: OrderState): OrderObject => ({
   updatedAt: s.updatedAt
 })
 
-const encodeOrder = Schema.encodeSync(OrderObject)
+const encodeOrder = fastEncodeSync(OrderObject)
 
 /** The JSON snapshot public events carry (dates as ISO strings). */
 export const orderSnapshot = (s: OrderState): Readonly<Record<string, unknown>> => encodeOrder(orderObject(s))

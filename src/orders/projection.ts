@@ -10,6 +10,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
+import { fastEncodeSync } from "../base/FastEncode.js"
 import { CustomerErased } from "../customers/index.js"
 import { deferInTransaction } from "../db/Sql.js"
 import { defineProjection } from "../kernel/Projection.js"
@@ -26,7 +27,7 @@ import { orderEventTypes } from "./events.js"
 
 export const ORDERS = "orders.orders"
 
-const encodeState = Schema.encodeSync(OrderStateSchema)
+const encodeState = fastEncodeSync(OrderStateSchema)
 export const decodeState = Schema.decodeUnknownSync(OrderStateSchema)
 
 const columns = (s: OrderState) => ({

@@ -6,6 +6,7 @@
  */
 import { HttpApiSchema } from "@effect/platform"
 import { Effect, Schema } from "effect"
+import { fastEncodeSync } from "../base/FastEncode.js"
 import { ErrorDetail, isHttpError } from "../http/errors.js"
 import { PaymentIntentObject, PaymentObject } from "./objects.js"
 
@@ -20,8 +21,8 @@ interface Embedded {
   readonly payment?: PaymentObject
 }
 
-const encodeIntent = Schema.encodeSync(EmbeddedIntent)
-const encodePayment = Schema.encodeSync(PaymentObject)
+const encodeIntent = fastEncodeSync(EmbeddedIntent)
+const encodePayment = fastEncodeSync(PaymentObject)
 
 /** The embedded objects in their wire form (the error schema carries them as plain JSON). */
 const embed = (embedded: Embedded) => ({

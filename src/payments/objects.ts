@@ -4,6 +4,7 @@
  * state and the read model's rows have: a snapshot in an event is the object a `GET` shows.
  */
 import { Schema } from "effect"
+import { fastEncodeSync } from "../base/FastEncode.js"
 import { Metadata } from "../kernel/Metadata.js"
 import { CancellationReason, CaptureMethod, NextAction, PaymentMethod, RefundReason } from "./events.js"
 
@@ -123,5 +124,5 @@ export const PaymentRefundedSnapshot = Schema.Struct({ ...PaymentObject.fields, 
  */
 export const isLive = (processor: string) => processor !== "test" && !processor.endsWith("_test")
 
-export const encodePayment = Schema.encodeSync(PaymentObject)
-export const encodeRefunded = Schema.encodeSync(PaymentRefundedSnapshot)
+export const encodePayment = fastEncodeSync(PaymentObject)
+export const encodeRefunded = fastEncodeSync(PaymentRefundedSnapshot)

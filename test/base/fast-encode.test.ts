@@ -9,6 +9,9 @@ import { fastEncodeEither, fastEncodeSync, nodesLeftToSchema } from "../../src/b
 import { InvoiceStateSchema, SubscriptionStateSchema } from "../../src/billing/decider.js"
 import { InvoiceObject, SubscriptionObject } from "../../src/billing/objects.js"
 import { Metadata } from "../../src/kernel/Metadata.js"
+import { OrderStateSchema } from "../../src/orders/decider.js"
+import { OrderObject } from "../../src/orders/objects.js"
+import { PaymentIntentObject, PaymentObject, PaymentRefundedSnapshot } from "../../src/payments/objects.js"
 import { eventTypes } from "../../src/registry.js"
 
 const sameAsSchema = <A, I>(name: string, schema: Schema.Schema<A, I, never>, numRuns = 200) =>
@@ -38,6 +41,11 @@ describe("fastEncodeSync", () => {
   sameAsSchema("the invoice state (billing.invoices.state)", InvoiceStateSchema)
   sameAsSchema("the subscription object", SubscriptionObject)
   sameAsSchema("the invoice object", InvoiceObject)
+  sameAsSchema("the order state (orders.orders.state)", OrderStateSchema, 100)
+  sameAsSchema("the order object", OrderObject, 100)
+  sameAsSchema("the payment object", PaymentObject)
+  sameAsSchema("the payment object with its refund", PaymentRefundedSnapshot)
+  sameAsSchema("the payment intent object", PaymentIntentObject)
 
   const Shape = Schema.Struct({
     id: Schema.String,
