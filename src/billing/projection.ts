@@ -9,8 +9,8 @@
  * travel with its next statement or COMMIT.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, FiberRef, Schema } from "effect"
-import { fastEncodeSync } from "../base/FastEncode.js"
+import { Effect, FiberRef } from "effect"
+import { fastDecodeUnknownEither, fastDecodeUnknownSync, fastEncodeSync } from "../base/FastEncode.js"
 import { deferInTransaction } from "../db/Sql.js"
 import type { LoadedAggregate } from "../kernel/CommandRunner.js"
 import { defineProjection } from "../kernel/Projection.js"
@@ -30,10 +30,10 @@ export const SUBSCRIPTIONS = "billing.subscriptions"
 export const INVOICES = "billing.invoices"
 
 const encodeState = fastEncodeSync(SubscriptionStateSchema)
-export const decodeState = Schema.decodeUnknownSync(SubscriptionStateSchema)
-export const decodeStateEither = Schema.decodeUnknownEither(SubscriptionStateSchema)
+export const decodeState = fastDecodeUnknownSync(SubscriptionStateSchema)
+export const decodeStateEither = fastDecodeUnknownEither(SubscriptionStateSchema)
 const encodeInvoice = fastEncodeSync(InvoiceStateSchema)
-export const decodeInvoice = Schema.decodeUnknownSync(InvoiceStateSchema)
+export const decodeInvoice = fastDecodeUnknownSync(InvoiceStateSchema)
 
 const usageOf = (s: SubscriptionState) => (s.price.usage === null ? null : JSON.stringify(s.price.usage))
 

@@ -8,7 +8,7 @@
  * goes through `redactSecrets`. The two compose: `Secret(Personal(…))` is both.
  */
 import { Context, Effect, Either, Layer, ParseResult, Schema, SchemaAST } from "effect"
-import { fastEncodeEither } from "../base/FastEncode.js"
+import { fastDecodeUnknownEither, fastEncodeEither } from "../base/FastEncode.js"
 import { EventDecodeError, InvalidEventPayload } from "./errors.js"
 
 const PersonalAnnotationId = Symbol.for("commerce-platform/PersonalData")
@@ -206,7 +206,7 @@ export const defineEvent = <T extends string, A, I>(
     secretKeys: secretKeys(options.schema),
     subject: options.subject,
     make: (data) => ({ type, data }),
-    decode: Schema.decodeUnknownEither(options.schema),
+    decode: fastDecodeUnknownEither(options.schema),
     encode: options.encode === undefined ? fastEncodeEither(options.schema) : trusted(options.encode),
     is: (event): event is DomainEvent<T, A> => event.type === type
   }
