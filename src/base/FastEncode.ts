@@ -1,15 +1,17 @@
 /**
- * `Schema.encodeSync` compiled once into plain functions, for the schemas a hot path encodes on
- * every write (a read model's state, an event's snapshot object). Schema's own encoder walks its
- * AST through its generic parser for every value: a renewal spent ~8 % of node's time there.
+ * Schema's encoders and decoders compiled once into plain functions, for the schemas a hot path
+ * runs on every write and load (an event's data, a read model's state, an event's snapshot object).
+ * Schema's own codec walks its AST through its generic parser for every value: a renewal spent ~8 %
+ * of node's time there.
  *
- * The compiled encoder handles what those schemas are made of: structs (required and optional
+ * The compiled codec handles what those schemas are made of: structs (required and optional
  * properties, defaults and renames, string-keyed records), arrays, literals, strings, numbers,
  * booleans, refinements (the filter still runs: `Schema.Int` still refuses 1.5), unions of literals
  * with one other member (`NullOr`), with structs told apart by a literal property, or with members
- * that do not overlap (a personal field's value or its `Shredded` marker), and `Schema.Date`. Any other node is encoded by Schema itself. A value that does
- * not fit the schema anywhere is handed to `Schema.encodeSync` whole, which throws its usual error:
- * the answers (and the failures) are Schema's, only faster (test/kernel/fast-encode.test.ts).
+ * that do not overlap (a personal field's value or its `Shredded` marker), and `Schema.Date`. Any
+ * other node is run by Schema itself. A value that does not fit the schema anywhere is handed to
+ * Schema's codec whole, which answers its usual error: the answers (and the failures) are Schema's,
+ * only faster (test/base/fast-encode.test.ts).
  */
 import { Either, Option, ParseResult, Schema, type SchemaAST } from "effect"
 
